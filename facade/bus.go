@@ -1,0 +1,94 @@
+package facade
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Publisher publishes events.
+type Publisher interface {
+	// Publish stores one event and returns its record once the store has
+	// acknowledged it. Publishing again with the same opts.ID within the
+	// store's duplicate window stores nothing new and returns the original
+	// position. Errors wrap ErrBadTopic, ErrBadPayload, ErrBadKey,
+	// ErrKeyRequired, ErrTooLarge, ErrUnavailable or ErrClosed.
+	Publish(ctx context.Context, topic string, payload json.RawMessage, opts PublishOptions) (*EventRecord, error)
+}
+
+// PublishFuture is the pending result of [AsyncPublisher.PublishAsync].
+type PublishFuture interface {
+	// Wait blocks until the store acknowledged the event, the publish
+	// failed, or ctx is done.
+	Wait(ctx context.Context) (*EventRecord, error)
+}
+
+// AsyncPublisher is the optional capability to pipeline publishes.
+type AsyncPublisher interface {
+	// PublishAsync validates and sends an event without waiting for the
+	// store's acknowledgement. It blocks only while the implementation's
+	// window of unacknowledged publishes is full.
+	PublishAsync(ctx context.Context, topic string, payload json.RawMessage, opts PublishOptions) (PublishFuture, error)
+}
+
+// Subscriber subscribes handlers to topics.
+type Subscriber interface {
+	// Subscribe starts delivering the events of topic (and opts.Topics) to
+	// handler as a member of group, and returns the function that stops the
+	// subscription. Stopping waits for running handlers to return and hands
+	// unacknowledged events back to the group at once. Subscribe returns once
+	// the group exists, so events published after it returns are delivered.
+	Subscribe(ctx context.Context, topic, group string, handler Handler, opts SubscribeOptions) (Unsubscribe, error)
+}
+
+// Unsubscribe stops a subscription. It is safe to call more than once.
+type Unsubscribe func(ctx context.Context) error
+
+// Acker acknowledges events of ManualAck subscriptions.
+type Acker interface {
+	// Ack acknowledges event id for group. Errors wrap ErrNotSubscribed when
+	// no subscription of this topic and group is here, ErrUnknownID when the
+	// event is not in flight.
+	Ack(ctx context.Context, topic, group, id string) (Ack, error)
+	// Nack hands event id back to group for redelivery with Attempt+1, or to
+	// the dead-letter topic when it was the last attempt.
+	Nack(ctx context.Context, topic, group, id, reason string) (Ack, error)
+}
+
+// Cursors reads and moves group cursors.
+type Cursors interface {
+	// GetCursor returns the group's cursor; ErrNotFound when the group does
+	// not exist.
+	GetCursor(ctx context.Context, topic, group string) (*CursorPosition, error)
+	// SetCursor moves the group so that the next event delivered is the one
+	// after c: by c.LastSeq if set, else by c.LastID, else by c.LastTS (the
+	// first event at or after LastTS comes next), else to the beginning.
+	// It rewinds or skips; the group keeps its configuration. A group that
+	// does not exist yet is created at that position.
+	SetCursor(ctx context.Context, topic, group string, c CursorPosition) error
+}
+
+// Bus is the whole event bus API.
+type Bus interface {
+	Publisher
+	Subscriber
+	Acker
+	Cursors
+}
+
+// KeyReader is the optional capability to read the newest event of keys.
+type KeyReader interface {
+	// LatestByKey returns the newest event of each key that has one; keys
+	// without events are absent from the map.
+	LatestByKey(ctx context.Context, topic string, keys []string) (map[string]*EventRecord, error)
+}
+
+// Extender is the optional capability to move an in-flight event's ack
+// deadline (the WebSocket MODACK).
+type Extender interface {
+	// Extend sets the ack deadline of event id, delivered to a ManualAck
+	// subscription of group here, to now + by, however long that is; the
+	// event is not redelivered before then unless it is nacked. Errors wrap
+	// ErrNotSubscribed or ErrUnknownID.
+	Extend(ctx context.Context, topic, group, id string, by time.Duration) error
+}

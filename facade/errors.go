@@ -1,0 +1,59 @@
+package facade
+
+import (
+	"errors"
+)
+
+// Error is an error with a stable code, the code that WebSocket ERR frames and
+// HTTP error bodies carry. Two Errors match under errors.Is when their codes
+// are equal, so callers test with the sentinels below.
+type Error struct {
+	Code string
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	if e.Msg == "" {
+		return e.Code
+	}
+	return e.Code + ": " + e.Msg
+}
+
+// Is reports whether target is an *Error with the same code.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	return errors.As(target, &t) && t.Code == e.Code
+}
+
+// Sentinel errors. Implementations wrap them (with %w) so that errors.Is works
+// and the wire code is preserved.
+var (
+	// ErrBadTopic: the topic name is not valid (see [ValidateTopic]).
+	ErrBadTopic = &Error{Code: "bad_topic", Msg: "invalid topic"}
+	// ErrBadGroup: the group name is not valid (see [ValidateGroup]).
+	ErrBadGroup = &Error{Code: "bad_group", Msg: "invalid group"}
+	// ErrBadPayload: the payload is not a single valid JSON value.
+	ErrBadPayload = &Error{Code: "bad_payload", Msg: "payload is not valid JSON"}
+	// ErrBadKey: the key is too long or not valid UTF-8.
+	ErrBadKey = &Error{Code: "bad_key", Msg: "invalid key"}
+	// ErrBadID: an event id is not a UUID.
+	ErrBadID = &Error{Code: "bad_id", Msg: "invalid event id"}
+	// ErrInvalidOption: a publish or subscribe option is out of range.
+	ErrInvalidOption = &Error{Code: "bad_request", Msg: "invalid option"}
+	// ErrKeyRequired: the topic is compacted and the event has no key.
+	ErrKeyRequired = &Error{Code: "key_required", Msg: "compacted topic needs a key"}
+	// ErrUnknownID: no event with that id was found (afterId, SetCursor,
+	// Ack / Nack of an event that is not in flight).
+	ErrUnknownID = &Error{Code: "unknown_id", Msg: "unknown event id"}
+	// ErrNotFound: the topic or group does not exist.
+	ErrNotFound = &Error{Code: "not_found", Msg: "not found"}
+	// ErrNotSubscribed: Ack / Nack for a topic and group with no subscription
+	// here.
+	ErrNotSubscribed = &Error{Code: "not_subscribed", Msg: "not subscribed"}
+	// ErrTooLarge: the payload exceeds the server's maximum.
+	ErrTooLarge = &Error{Code: "too_large", Msg: "payload too large"}
+	// ErrUnavailable: the server could not be reached in time.
+	ErrUnavailable = &Error{Code: "unavailable", Msg: "event store unavailable"}
+	// ErrClosed: the bus or subscription is closed.
+	ErrClosed = &Error{Code: "closed", Msg: "closed"}
+)

@@ -1,0 +1,129 @@
+package facade
+
+import (
+	"fmt"
+	"time"
+)
+
+// Start positions for a new group, as named in the specification.
+const (
+	FromLatest   = "latest"
+	FromEarliest = "earliest"
+	FromTS       = "ts"
+	FromAfterID  = "afterId"
+)
+
+// Defaults of [SubscribeOptions], from the specification.
+const (
+	DefaultBatchSize   = 100
+	DefaultMaxInFlight = 1000
+	DefaultAckTimeout  = 30 * time.Second
+	DefaultMaxAttempts = 5
+)
+
+// PublishOptions are the optional envelope fields of a publish. The zero value
+// publishes with a fresh uuidv7 id and the current time. Its JSON form is the
+// "opts" of a WebSocket PUBLISH frame.
+type PublishOptions struct {
+	ID        string            `json:"id,omitempty"`
+	TS        int64             `json:"ts,omitempty"`
+	Key       string            `json:"key,omitempty"`
+	Partition *int              `json:"partition,omitempty"`
+	Headers   map[string]string `json:"headers,omitempty"`
+	Tags      []string          `json:"tags,omitempty"`
+	CausedBy  []string          `json:"caused_by,omitempty"`
+	SID       string            `json:"sid,omitempty"`
+}
+
+// SubscribeOptions configure a subscription. The zero value subscribes from
+// "latest" with the specification's defaults. Its JSON form, with the
+// specification's names, is the "opts" of a WebSocket SUBSCRIBE frame.
+//
+// From, TS and AfterID only initialise a group that does not exist yet; an
+// existing group resumes at its cursor (use [Cursors.SetCursor] to move it).
+type SubscribeOptions struct {
+	From    string `json:"from,omitempty"`
+	TS      int64  `json:"ts,omitempty"`
+	AfterID string `json:"afterId,omitempty"`
+	// BatchSize is how many events one pull asks for (default 100).
+	BatchSize int `json:"batchSize,omitempty"`
+	// MaxInFlight bounds the group's delivered but unacknowledged events and
+	// this subscription's concurrent handlers (default 1000).
+	MaxInFlight int `json:"maxInFlight,omitempty"`
+	// AckTimeoutMs is how long a delivery may stay unacknowledged before it is
+	// redelivered (default 30 000).
+	AckTimeoutMs int64 `json:"ackTimeoutMs,omitempty"`
+	// MaxAttempts is how many deliveries an event gets before it goes to the
+	// dead-letter topic (default 5).
+	MaxAttempts int `json:"maxAttempts,omitempty"`
+	// ManualAck leaves acknowledgement to the caller ([Acker.Ack] /
+	// [Acker.Nack]) instead of the handler's return value.
+	ManualAck bool `json:"manualAck,omitempty"`
+	// Topics subscribes the same group and handler to several topics
+	// (fan-in). When set, the topic argument of Subscribe is added to it if
+	// not empty.
+	Topics []string `json:"topics,omitempty"`
+	// Filter, when set, skips (and acknowledges) the events it returns false
+	// for. It does not travel over the wire.
+	Filter func(*EventRecord) bool `json:"-"`
+}
+
+// WithDefaults returns o with every unset field at its default.
+func (o SubscribeOptions) WithDefaults() SubscribeOptions {
+	if o.From == "" {
+		o.From = FromLatest
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = DefaultMaxInFlight
+	}
+	if o.AckTimeoutMs <= 0 {
+		o.AckTimeoutMs = DefaultAckTimeout.Milliseconds()
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	return o
+}
+
+// AckTimeout returns AckTimeoutMs as a duration.
+func (o SubscribeOptions) AckTimeout() time.Duration {
+	return time.Duration(o.AckTimeoutMs) * time.Millisecond
+}
+
+// Validate reports an option that is out of range, wrapping [ErrInvalidOption].
+func (o SubscribeOptions) Validate() error {
+	switch o.From {
+	case "", FromLatest, FromEarliest:
+	case FromTS:
+		if o.TS <= 0 {
+			return fmt.Errorf("%w: from %q needs ts (epoch ms)", ErrInvalidOption, o.From)
+		}
+	case FromAfterID:
+		if o.AfterID == "" {
+			return fmt.Errorf("%w: from %q needs afterId", ErrInvalidOption, o.From)
+		}
+	default:
+		return fmt.Errorf("%w: from must be latest, earliest, ts or afterId, not %q", ErrInvalidOption, o.From)
+	}
+	if o.BatchSize < 0 || o.BatchSize > 10_000 {
+		return fmt.Errorf("%w: batchSize %d out of range 1..10000", ErrInvalidOption, o.BatchSize)
+	}
+	if o.MaxInFlight < 0 || o.MaxInFlight > 100_000 {
+		return fmt.Errorf("%w: maxInFlight %d out of range 1..100000", ErrInvalidOption, o.MaxInFlight)
+	}
+	if o.AckTimeoutMs != 0 && (o.AckTimeoutMs < 100 || o.AckTimeoutMs > 24*3600*1000) {
+		return fmt.Errorf("%w: ackTimeoutMs %d out of range 100..86400000", ErrInvalidOption, o.AckTimeoutMs)
+	}
+	if o.MaxAttempts < 0 || o.MaxAttempts > 1000 {
+		return fmt.Errorf("%w: maxAttempts %d out of range 1..1000", ErrInvalidOption, o.MaxAttempts)
+	}
+	for _, t := range o.Topics {
+		if err := ValidateTopic(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+package facade
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Limits on names.
+const (
+	MaxTopicLen    = 255
+	MaxTopicTokens = 16
+	MaxSegmentLen  = 64
+	MaxGroupLen    = 128
+	MaxKeyLen      = 1024
+)
+
+// DeadLetterSuffix is appended to a topic to name its dead-letter topic.
+const DeadLetterSuffix = "dlq"
+
+// DeadLetterTopic returns the topic that events of topic go to after their
+// last failed attempt: topic + ".dlq". The dead-letter event keeps the
+// payload, key and envelope of the original and adds the headers
+// "dlq_group", "dlq_reason", "dlq_attempts", "dlq_topic" and "dlq_id".
+func DeadLetterTopic(topic string) string { return topic + "." + DeadLetterSuffix }
+
+// ValidateTopic returns nil if topic is a valid topic name, or an error
+// wrapping [ErrBadTopic] that says what is wrong.
+func ValidateTopic(topic string) error {
+	if topic == "" {
+		return fmt.Errorf("%w: empty topic", ErrBadTopic)
+	}
+	if len(topic) > MaxTopicLen {
+		return fmt.Errorf("%w: topic longer than %d bytes", ErrBadTopic, MaxTopicLen)
+	}
+	n := 0
+	for seg := range strings.SplitSeq(topic, ".") {
+		n++
+		if err := validSegment(seg); err != nil {
+			return fmt.Errorf("%w: %q: %s", ErrBadTopic, topic, err.Error())
+		}
+	}
+	if n > MaxTopicTokens {
+		return fmt.Errorf("%w: %q has more than %d segments", ErrBadTopic, topic, MaxTopicTokens)
+	}
+	return nil
+}
+
+type segErr string
+
+func (e segErr) Error() string { return string(e) }
+
+func validSegment(seg string) error {
+	if seg == "" {
+		return segErr("empty segment (leading, trailing or double dot)")
+	}
+	if len(seg) > MaxSegmentLen {
+		return segErr(fmt.Sprintf("segment longer than %d bytes", MaxSegmentLen))
+	}
+	if seg[0] == '_' {
+		return segErr("segments starting with '_' are reserved")
+	}
+	for i := 0; i < len(seg); i++ {
+		c := seg[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-', c == ':':
+		default:
+			return segErr(fmt.Sprintf("character %q not allowed (letters, digits, '_', '-', ':')", c))
+		}
+	}
+	return nil
+}
+
+// ValidateGroup returns nil if group is a valid group name: 1 to 128 printable
+// characters without whitespace. Errors wrap [ErrBadGroup].
+func ValidateGroup(group string) error {
+	if group == "" {
+		return fmt.Errorf("%w: empty group", ErrBadGroup)
+	}
+	if len(group) > MaxGroupLen {
+		return fmt.Errorf("%w: group longer than %d bytes", ErrBadGroup, MaxGroupLen)
+	}
+	if !utf8.ValidString(group) {
+		return fmt.Errorf("%w: group is not valid UTF-8", ErrBadGroup)
+	}
+	for _, r := range group {
+		if r <= ' ' || r == 0x7f {
+			return fmt.Errorf("%w: group %q contains whitespace or control characters", ErrBadGroup, group)
+		}
+	}
+	return nil
+}
+
+// ValidateKey returns nil if key is usable as an event key: valid UTF-8, at most
+// MaxKeyLen bytes. The empty key means "no key". Errors wrap [ErrBadKey].
+func ValidateKey(key string) error {
+	if len(key) > MaxKeyLen {
+		return fmt.Errorf("%w: key longer than %d bytes", ErrBadKey, MaxKeyLen)
+	}
+	if !utf8.ValidString(key) {
+		return fmt.Errorf("%w: key is not valid UTF-8", ErrBadKey)
+	}
+	return nil
+}
