@@ -71,8 +71,9 @@ type CursorPosition struct {
 // the subscription is ManualAck); returning an error nacks it with the error's
 // text as reason. The context is cancelled when the subscription stops.
 //
-// Handlers of one subscription run concurrently, up to MaxInFlight at a time,
-// in delivery order of their start.
+// Handlers of one subscription run concurrently, up to MaxInFlight at a time
+// (the specification's semantics). With MaxInFlight 1 they run one at a time
+// in stream order: use it where order matters, as projections do.
 type Handler func(ctx context.Context, e *EventRecord, d DeliveryContext) error
 
 // Ack is the result of an acknowledgement, as in the specification.

@@ -1,0 +1,739 @@
+package facadetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventhub/eventhub/facade"
+)
+
+// Run runs every conformance case against env.
+func Run(t *testing.T, env Env) {
+	cases := []struct {
+		name string
+		fn   func(*testing.T, Env)
+		skip bool
+	}{
+		{"PublishSubscribeEarliest", testEarliest, false},
+		{"EnvelopeRoundTrip", testEnvelope, false},
+		{"FromLatest", testLatest, false},
+		{"FromTS", testFromTS, false},
+		{"FromAfterID", testFromAfterID, false},
+		{"AfterIDUnknown", testAfterIDUnknown, false},
+		{"OrderWithinTopic", testOrder, false},
+		{"GroupMembersShareWork", testGroupShares, false},
+		{"TwoGroupsEachSeeAll", testTwoGroups, false},
+		{"HandlerErrorRedelivers", testHandlerError, false},
+		{"NackRedelivers", testNack, false},
+		{"MaxAttemptsDeadLetters", testDeadLetter, false},
+		{"OutOfOrderAcksThenRestartOfHub", testOutOfOrderAcks, false},
+		{"SetCursorRewindsAndSkips", testSetCursor, env.Features.NoCursors},
+		{"GetCursorUnknownGroup", testCursorUnknown, env.Features.NoCursors},
+		{"MaxInFlightBoundsHandlers", testMaxInFlight, false},
+		{"DuplicateIDStoredOnce", testDuplicateID, false},
+		{"BadInput", testBadInput, false},
+		{"FanInTopics", testFanIn, false},
+		{"Filter", testFilter, env.Features.NoFilter},
+		{"KeyedEventsAndLatestByKey", testKeys, env.Features.NoKeys},
+		{"PlainNATSPublisherToHub", testInteropIn, env.NATS == nil},
+		{"HubToPlainJetStreamConsumer", testInteropOut, env.NATS == nil},
+		{"RestartKeepsEventsAndCursors", testRestart, env.Restart == nil || env.Features.NoCursors},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.skip {
+				t.Skip("not supported by this implementation")
+			}
+			if c.name != "RestartKeepsEventsAndCursors" {
+				t.Parallel()
+			}
+			c.fn(t, env)
+		})
+	}
+}
+
+func testEarliest(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	sent := publishN(t, b, topic, 3)
+	c := newCollector()
+	// MaxInFlight 1: one handler at a time, so handlers see delivery order.
+	subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{From: facade.FromEarliest, MaxInFlight: 1})
+	got := c.take(t, 3)
+	for i, r := range got {
+		if r.e.ID != sent[i].ID || num(t, r.e) != i {
+			t.Fatalf("delivery %d: got %s %s, want %s", i, r.e.ID, r.e.Payload, sent[i].ID)
+		}
+		if r.d.Attempt != 1 || r.d.MaxAttempts != facade.DefaultMaxAttempts || r.d.Group != group {
+			t.Fatalf("delivery context %+v", r.d)
+		}
+	}
+	if !env.Features.NoCursors {
+		checkFor(t, waitTimeout, func() error {
+			cur, err := b.GetCursor(t.Context(), topic, group)
+			if err != nil {
+				return err
+			}
+			if cur.LastID != sent[2].ID || cur.Pending != 0 {
+				return fmt.Errorf("cursor %+v, want last id %s", cur, sent[2].ID)
+			}
+			return nil
+		})
+	}
+}
+
+func testEnvelope(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	part := 3
+	sent := publish(t, b, topic, `{"a":[1,2,{"b":null}],"s":"é"}`, facade.PublishOptions{
+		TS: 1_700_000_000_000, Key: "host:name:1234", Partition: &part,
+		Headers: map[string]string{"correlationId": "c-1", "X-Mixed": "v"},
+		Tags:    []string{"#duck", "#stt"}, CausedBy: []string{facade.NewID()}, SID: facade.NewID(),
+	})
+	if sent.ID == "" || sent.Seq == 0 || sent.TS != 1_700_000_000_000 {
+		t.Fatalf("published record %+v", sent)
+	}
+	if _, ok := facade.IDTime(sent.ID); !ok {
+		t.Fatalf("id %q is not a uuidv7", sent.ID)
+	}
+	c := newCollector()
+	subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{From: facade.FromEarliest})
+	got := c.next(t).e
+	want, _ := json.Marshal(sent)
+	have, _ := json.Marshal(got)
+	var w, h map[string]any
+	_ = json.Unmarshal(want, &w)
+	_ = json.Unmarshal(have, &h)
+	if fmt.Sprint(w) != fmt.Sprint(h) {
+		t.Fatalf("envelope changed on the way:\n sent %s\n  got %s", want, have)
+	}
+}
+
+func testLatest(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	publishN(t, b, topic, 2)
+	c := newCollector()
+	subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{})
+	e := publish(t, b, topic, `{"n":99}`, facade.PublishOptions{})
+	if got := c.next(t).e; got.ID != e.ID {
+		t.Fatalf("from latest delivered %s, want only the new event", got.Payload)
+	}
+	c.quiet(t, 200*time.Millisecond)
+}
+
+func testFromTS(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	publishN(t, b, topic, 2)
+	// Stored times have millisecond resolution here; step past the last one.
+	boundary := time.Now().Add(20 * time.Millisecond)
+	for time.Now().Before(boundary) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	later := publish(t, b, topic, `{"n":2}`, facade.PublishOptions{})
+	publish(t, b, topic, `{"n":3}`, facade.PublishOptions{})
+	c := newCollector()
+	subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{From: facade.FromTS, TS: boundary.UnixMilli()})
+	if got := nums(t, c.take(t, 2)); !slices.Equal(got, []int{2, 3}) {
+		t.Fatalf("from ts delivered %v, want [2 3] (first %s)", got, later.ID)
+	}
+	c.quiet(t, 100*time.Millisecond)
+}
+
+func testFromAfterID(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	sent := publishN(t, b, topic, 5)
+	c := newCollector()
+	subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{From: facade.FromAfterID, AfterID: sent[1].ID})
+	if got := nums(t, c.take(t, 3)); !slices.Equal(got, seq(2, 5)) {
+		t.Fatalf("after id delivered %v, want [2 3 4]", got)
+	}
+	c.quiet(t, 100*time.Millisecond)
+}
+
+func testAfterIDUnknown(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	publishN(t, b, topic, 3)
+	c := newCollector()
+	_, err := b.Subscribe(t.Context(), topic, group, c.handle, facade.SubscribeOptions{From: facade.FromAfterID, AfterID: facade.NewID()})
+	if !errors.Is(err, facade.ErrUnknownID) {
+		t.Fatalf("unknown afterId: err %v, want ErrUnknownID (never a replay from the start)", err)
+	}
+}
+
+func testOrder(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	const n = 200
+	c := newCollector()
+	subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{MaxInFlight: 1})
+	publishN(t, b, topic, n)
+	for i, r := range c.take(t, n) {
+		if num(t, r.e) != i {
+			t.Fatalf("delivery %d has n=%d", i, num(t, r.e))
+		}
+	}
+}
+
+func testGroupShares(t *testing.T, env Env) {
+	b1, b2 := env.NewBus(t), env.NewBus(t)
+	topic, group := names(t)
+	const n = 200
+	var mu sync.Mutex
+	seen := map[string]int{}
+	per := [2]atomic.Int64{}
+	h := func(i int) facade.Handler {
+		return func(_ context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
+			mu.Lock()
+			seen[e.ID]++
+			mu.Unlock()
+			per[i].Add(1)
+			time.Sleep(time.Millisecond) // a little work, so both members get some
+			return nil
+		}
+	}
+	subscribe(t, b1, topic, group, h(0), facade.SubscribeOptions{From: facade.FromEarliest, BatchSize: 10})
+	subscribe(t, b2, topic, group, h(1), facade.SubscribeOptions{From: facade.FromEarliest, BatchSize: 10})
+	publishN(t, b1, topic, n)
+	checkFor(t, waitTimeout, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) != n {
+			return fmt.Errorf("%d of %d events delivered", len(seen), n)
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for id, k := range seen {
+		if k != 1 {
+			t.Fatalf("event %s delivered %d times to one group", id, k)
+		}
+	}
+	if per[0].Load() == 0 || per[1].Load() == 0 {
+		t.Fatalf("work not shared: %d / %d", per[0].Load(), per[1].Load())
+	}
+}
+
+func testTwoGroups(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	c1, c2 := newCollector(), newCollector()
+	subscribe(t, b, topic, group+"-1", c1.handle, facade.SubscribeOptions{})
+	subscribe(t, b, topic, group+"-2", c2.handle, facade.SubscribeOptions{})
+	publishN(t, b, topic, 20)
+	for _, c := range []*collector{c1, c2} {
+		if got := nums(t, c.take(t, 20)); !slices.Equal(got, seq(0, 20)) {
+			t.Fatalf("group got %v", got)
+		}
+	}
+}
+
+func testHandlerError(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	c := newCollector()
+	c.fail = func(e *facade.EventRecord, d facade.DeliveryContext) error {
+		if d.Attempt == 1 {
+			return errors.New("boom")
+		}
+		return nil
+	}
+	subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{})
+	e := publish(t, b, topic, `{"n":1}`, facade.PublishOptions{})
+	first, second := c.next(t), c.next(t)
+	if first.e.ID != e.ID || second.e.ID != e.ID || first.d.Attempt != 1 || second.d.Attempt != 2 {
+		t.Fatalf("want the event twice with attempts 1, 2; got %s/%d, %s/%d", first.e.ID, first.d.Attempt, second.e.ID, second.d.Attempt)
+	}
+	c.quiet(t, 300*time.Millisecond)
+}
+
+func testNack(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	c := newCollector()
+	subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{ManualAck: true})
+	e := publish(t, b, topic, `{"n":1}`, facade.PublishOptions{})
+	first := c.next(t)
+	if _, err := b.Nack(t.Context(), topic, group, e.ID, "try again"); err != nil {
+		t.Fatal(err)
+	}
+	second := c.next(t)
+	if second.e.ID != e.ID || second.d.Attempt != 2 || first.d.Attempt != 1 {
+		t.Fatalf("after nack: %s attempt %d", second.e.ID, second.d.Attempt)
+	}
+	if _, err := b.Ack(t.Context(), topic, group, e.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Ack(t.Context(), topic, group, e.ID); !errors.Is(err, facade.ErrUnknownID) {
+		t.Fatalf("second ack: %v, want ErrUnknownID", err)
+	}
+	if _, err := b.Ack(t.Context(), topic, group+"-other", e.ID); !errors.Is(err, facade.ErrNotSubscribed) {
+		t.Fatalf("ack of another group: %v, want ErrNotSubscribed", err)
+	}
+	c.quiet(t, 300*time.Millisecond)
+}
+
+func testDeadLetter(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	c := newCollector()
+	c.fail = func(e *facade.EventRecord, _ facade.DeliveryContext) error {
+		if num(t, e) == 0 {
+			return errors.New("poison")
+		}
+		return nil
+	}
+	dl := newCollector()
+	subscribe(t, b, facade.DeadLetterTopic(topic), group, dl.handle, facade.SubscribeOptions{From: facade.FromEarliest})
+	subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{MaxAttempts: 3, MaxInFlight: 1})
+	sent := publishN(t, b, topic, 2)
+	// n=0 three times (attempts 1..3), then n=1 once: the poison no longer blocks.
+	var attempts []int
+	for {
+		r := c.next(t)
+		if num(t, r.e) == 1 {
+			break
+		}
+		attempts = append(attempts, r.d.Attempt)
+	}
+	if !slices.Equal(attempts, []int{1, 2, 3}) {
+		t.Fatalf("poison attempts %v, want [1 2 3]", attempts)
+	}
+	d := dl.next(t).e
+	if num(t, d) != 0 || d.Headers["dlq_group"] != group || d.Headers["dlq_reason"] != "poison" ||
+		d.Headers["dlq_id"] != sent[0].ID || d.Headers["dlq_attempts"] != "3" || d.Headers["dlq_topic"] != topic {
+		t.Fatalf("dead letter %+v", d)
+	}
+	if !env.Features.NoCursors {
+		checkFor(t, waitTimeout, func() error {
+			cur, err := b.GetCursor(t.Context(), topic, group)
+			if err != nil {
+				return err
+			}
+			if cur.LastID != sent[1].ID {
+				return fmt.Errorf("cursor %+v stuck before %s", cur, sent[1].ID)
+			}
+			return nil
+		})
+	}
+}
+
+func testOutOfOrderAcks(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	c := newCollector()
+	unsub := subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{ManualAck: true, AckTimeoutMs: 60_000})
+	sent := publishN(t, b, topic, 5)
+	c.take(t, 5)
+	for _, i := range []int{0, 2, 4} {
+		if _, err := b.Ack(t.Context(), topic, group, sent[i].ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !env.Features.NoCursors {
+		checkFor(t, waitTimeout, func() error {
+			cur, err := b.GetCursor(t.Context(), topic, group)
+			if err != nil {
+				return err
+			}
+			if cur.LastID != sent[0].ID || cur.Pending != 2 {
+				return fmt.Errorf("cursor %+v, want last %s with 2 pending", cur, sent[0].ID)
+			}
+			return nil
+		})
+	}
+	// The hub stops (its members go away) and a new one takes over.
+	if err := unsub(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b2 := env.NewBus(t)
+	c2 := newCollector()
+	subscribe(t, b2, topic, group, c2.handle, facade.SubscribeOptions{AckTimeoutMs: 60_000})
+	got := c2.take(t, 2)
+	ns := []int{num(t, got[0].e), num(t, got[1].e)}
+	slices.Sort(ns)
+	if !slices.Equal(ns, []int{1, 3}) {
+		t.Fatalf("redelivered %v, want exactly the unacked [1 3]", ns)
+	}
+	c2.quiet(t, 300*time.Millisecond)
+}
+
+func testSetCursor(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	c := newCollector()
+	unsub := subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{From: facade.FromEarliest})
+	sent := publishN(t, b, topic, 5)
+	// Times have millisecond resolution: leave a gap before the second half.
+	boundary := time.Now().Add(20 * time.Millisecond)
+	for time.Now().Before(boundary) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for i := 5; i < 10; i++ {
+		sent = append(sent, publish(t, b, topic, fmt.Sprintf(`{"n":%d}`, i), facade.PublishOptions{}))
+	}
+	c.take(t, 10)
+	checkFor(t, waitTimeout, func() error {
+		cur, err := b.GetCursor(t.Context(), topic, group)
+		if err != nil {
+			return err
+		}
+		if cur.LastID != sent[9].ID {
+			return fmt.Errorf("cursor %+v", cur)
+		}
+		return nil
+	})
+	_ = unsub(t.Context())
+
+	expect := func(how string, pos facade.CursorPosition, first int) {
+		t.Helper()
+		if err := b.SetCursor(t.Context(), topic, group, pos); err != nil {
+			t.Fatalf("%s: %v", how, err)
+		}
+		cur, err := b.GetCursor(t.Context(), topic, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantLast := ""
+		if first > 0 {
+			wantLast = sent[first-1].ID
+		}
+		if cur.LastID != wantLast || cur.Pending != uint64(10-first) {
+			t.Fatalf("%s: cursor %+v, want last %q and %d pending", how, *cur, wantLast, 10-first)
+		}
+		c := newCollector()
+		unsub := subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{})
+		if got := nums(t, c.take(t, 10-first)); !slices.Equal(got, seq(first, 10)) {
+			t.Fatalf("%s: got %v, want %v", how, got, seq(first, 10))
+		}
+		c.quiet(t, 100*time.Millisecond)
+		_ = unsub(t.Context())
+	}
+	expect("rewind by seq", facade.CursorPosition{LastSeq: sent[2].Seq}, 3)
+	expect("skip by id", facade.CursorPosition{LastID: sent[7].ID}, 8)
+	expect("rewind by ts", facade.CursorPosition{LastTS: boundary.UnixMilli()}, 5)
+	expect("rewind to start", facade.CursorPosition{}, 0)
+
+	// A group that does not exist yet is created at the position.
+	if err := b.SetCursor(t.Context(), topic, group+"-new", facade.CursorPosition{LastID: sent[8].ID}); err != nil {
+		t.Fatal(err)
+	}
+	c2 := newCollector()
+	subscribe(t, b, topic, group+"-new", c2.handle, facade.SubscribeOptions{From: facade.FromEarliest})
+	if n := num(t, c2.next(t).e); n != 9 {
+		t.Fatalf("new group at cursor: got n=%d, want 9", n)
+	}
+}
+
+func testCursorUnknown(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	publishN(t, b, topic, 1)
+	if _, err := b.GetCursor(t.Context(), topic, group); !errors.Is(err, facade.ErrNotFound) {
+		t.Fatalf("cursor of unknown group: %v, want ErrNotFound", err)
+	}
+	if _, err := b.GetCursor(t.Context(), topic+".none", group); !errors.Is(err, facade.ErrNotFound) {
+		t.Fatalf("cursor of unknown topic: %v, want ErrNotFound", err)
+	}
+}
+
+func testMaxInFlight(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	const limit, n = 3, 12
+	var running, peak, done atomic.Int64
+	release := make(chan struct{})
+	h := func(ctx context.Context, _ *facade.EventRecord, _ facade.DeliveryContext) error {
+		r := running.Add(1)
+		for {
+			p := peak.Load()
+			if r <= p || peak.CompareAndSwap(p, r) {
+				break
+			}
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		running.Add(-1)
+		done.Add(1)
+		return nil
+	}
+	subscribe(t, b, topic, group, h, facade.SubscribeOptions{MaxInFlight: limit})
+	publishN(t, b, topic, n)
+	checkFor(t, waitTimeout, func() error {
+		if running.Load() != limit {
+			return fmt.Errorf("%d handlers running, want %d", running.Load(), limit)
+		}
+		return nil
+	})
+	time.Sleep(200 * time.Millisecond) // give a 4th handler the chance to start wrongly
+	close(release)
+	checkFor(t, waitTimeout, func() error {
+		if done.Load() != n {
+			return fmt.Errorf("%d of %d handled", done.Load(), n)
+		}
+		return nil
+	})
+	if peak.Load() != limit {
+		t.Fatalf("peak concurrency %d, want %d", peak.Load(), limit)
+	}
+}
+
+func testDuplicateID(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	id := facade.NewID()
+	e1 := publish(t, b, topic, `{"n":0}`, facade.PublishOptions{ID: id})
+	e2 := publish(t, b, topic, `{"n":0}`, facade.PublishOptions{ID: id})
+	if e1.Seq != e2.Seq {
+		t.Fatalf("duplicate publish stored again: seq %d then %d", e1.Seq, e2.Seq)
+	}
+	publish(t, b, topic, `{"n":1}`, facade.PublishOptions{})
+	c := newCollector()
+	subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{From: facade.FromEarliest})
+	got := c.take(t, 2)
+	ids := []string{got[0].e.ID, got[1].e.ID}
+	if !slices.Contains(ids, id) || !slices.Equal(nums(t, got), []int{0, 1}) {
+		t.Fatalf("got %v %v", ids, nums(t, got))
+	}
+	c.quiet(t, 100*time.Millisecond)
+}
+
+func testBadInput(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	ctx := t.Context()
+	tests := []struct {
+		name    string
+		call    func() error
+		wantErr error
+	}{
+		{"empty topic", func() error { _, err := b.Publish(ctx, "", json.RawMessage(`1`), facade.PublishOptions{}); return err }, facade.ErrBadTopic},
+		{"wildcard topic", func() error { _, err := b.Publish(ctx, "a.*", json.RawMessage(`1`), facade.PublishOptions{}); return err }, facade.ErrBadTopic},
+		{"double dot", func() error { _, err := b.Publish(ctx, "a..b", json.RawMessage(`1`), facade.PublishOptions{}); return err }, facade.ErrBadTopic},
+		{"space", func() error { _, err := b.Publish(ctx, "a b", json.RawMessage(`1`), facade.PublishOptions{}); return err }, facade.ErrBadTopic},
+		{"reserved segment", func() error { _, err := b.Publish(ctx, topic+"._k", json.RawMessage(`1`), facade.PublishOptions{}); return err }, facade.ErrBadTopic},
+		{"not json", func() error { _, err := b.Publish(ctx, topic, json.RawMessage(`{nope`), facade.PublishOptions{}); return err }, facade.ErrBadPayload},
+		{"two values", func() error { _, err := b.Publish(ctx, topic, json.RawMessage(`1 2`), facade.PublishOptions{}); return err }, facade.ErrBadPayload},
+		{"empty payload", func() error { _, err := b.Publish(ctx, topic, nil, facade.PublishOptions{}); return err }, facade.ErrBadPayload},
+		{"bad group", func() error {
+			_, err := b.Subscribe(ctx, topic, "a b", func(context.Context, *facade.EventRecord, facade.DeliveryContext) error { return nil }, facade.SubscribeOptions{})
+			return err
+		}, facade.ErrBadGroup},
+		{"bad from", func() error {
+			_, err := b.Subscribe(ctx, topic, group, func(context.Context, *facade.EventRecord, facade.DeliveryContext) error { return nil }, facade.SubscribeOptions{From: "yesterday"})
+			return err
+		}, facade.ErrInvalidOption},
+		{"bad subscribe topic", func() error {
+			_, err := b.Subscribe(ctx, "a.>", group, func(context.Context, *facade.EventRecord, facade.DeliveryContext) error { return nil }, facade.SubscribeOptions{})
+			return err
+		}, facade.ErrBadTopic},
+	}
+	for _, tc := range tests {
+		if err := tc.call(); !errors.Is(err, tc.wantErr) {
+			t.Errorf("%s: err %v, want %v", tc.name, err, tc.wantErr)
+		}
+	}
+	// The bus is still fine.
+	c := newCollector()
+	subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{})
+	e := publish(t, b, topic, `{"ok":true}`, facade.PublishOptions{})
+	if got := c.next(t).e; got.ID != e.ID {
+		t.Fatalf("after bad input: got %s", got.ID)
+	}
+}
+
+func testFanIn(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	other := topic + ".other"
+	c := newCollector()
+	subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{Topics: []string{other}})
+	publish(t, b, topic, `{"n":1}`, facade.PublishOptions{})
+	publish(t, b, other, `{"n":2}`, facade.PublishOptions{})
+	got := c.take(t, 2)
+	topics := []string{got[0].e.Topic, got[1].e.Topic}
+	slices.Sort(topics)
+	if !slices.Equal(topics, []string{topic, other}) {
+		t.Fatalf("fan-in delivered topics %v", topics)
+	}
+}
+
+func testFilter(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	c := newCollector()
+	subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{Filter: func(e *facade.EventRecord) bool {
+		return slices.Contains(e.Tags, "keep")
+	}})
+	publish(t, b, topic, `{"n":0}`, facade.PublishOptions{})
+	publish(t, b, topic, `{"n":1}`, facade.PublishOptions{Tags: []string{"keep"}})
+	if n := num(t, c.next(t).e); n != 1 {
+		t.Fatalf("filter let n=%d through", n)
+	}
+	c.quiet(t, 100*time.Millisecond)
+}
+
+func testKeys(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	kr, ok := b.(facade.KeyReader)
+	if !ok {
+		t.Fatal("bus does not implement facade.KeyReader")
+	}
+	keys := []string{"host:name:1234", "a.b", "with space", "slash/and\\back", "ünï✓", "%41", "*", ">"}
+	c := newCollector()
+	subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{})
+	for round := range 2 {
+		for i, k := range keys {
+			publish(t, b, topic, fmt.Sprintf(`{"n":%d}`, round*100+i), facade.PublishOptions{Key: k})
+		}
+	}
+	for _, r := range c.take(t, 2*len(keys)) {
+		if !slices.Contains(keys, r.e.Key) {
+			t.Fatalf("delivered key %q", r.e.Key)
+		}
+		if r.e.Topic != topic {
+			t.Fatalf("keyed event topic %q", r.e.Topic)
+		}
+	}
+	latest, err := kr.LatestByKey(t.Context(), topic, append(slices.Clone(keys), "missing"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(latest) != len(keys) {
+		t.Fatalf("latest has %d keys, want %d", len(latest), len(keys))
+	}
+	for i, k := range keys {
+		e := latest[k]
+		if e == nil || e.Key != k || num(t, e) != 100+i {
+			t.Fatalf("latest of %q: %+v", k, e)
+		}
+	}
+}
+
+func testInteropIn(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	c1, c2 := newCollector(), newCollector()
+	subscribe(t, b, topic, group+"-1", c1.handle, facade.SubscribeOptions{})
+	subscribe(t, b, topic, group+"-2", c2.handle, facade.SubscribeOptions{})
+	nc := env.NATS(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().Add(-time.Second)
+	if _, err := js.Publish(t.Context(), topic, []byte(`{"plain":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(t.Context(), topic, []byte("not json")); err != nil {
+		t.Fatal(err)
+	}
+	r1, r2 := c1.take(t, 2), c2.take(t, 2)
+	for i := range 2 {
+		e := r1[i].e
+		if e.ID == "" || e.ID != r2[i].e.ID {
+			t.Fatalf("plain message ids %q / %q: not stable", e.ID, r2[i].e.ID)
+		}
+		if e.Topic != topic || time.UnixMilli(e.TS).Before(before) {
+			t.Fatalf("plain message envelope %+v", e)
+		}
+	}
+	if string(r1[0].e.Payload) != `{"plain":true}` || string(r1[1].e.Payload) != `"not json"` {
+		t.Fatalf("payloads %s, %s", r1[0].e.Payload, r1[1].e.Payload)
+	}
+	if !env.Features.NoCursors {
+		// The synthesised id resolves back to the message.
+		if err := b.SetCursor(t.Context(), topic, group+"-3", facade.CursorPosition{LastID: r1[0].e.ID}); err != nil {
+			t.Fatal(err)
+		}
+		c3 := newCollector()
+		subscribe(t, b, topic, group+"-3", c3.handle, facade.SubscribeOptions{})
+		if got := c3.next(t).e; got.ID != r1[1].e.ID {
+			t.Fatalf("after synthesised id: %s", got.Payload)
+		}
+	}
+}
+
+func testInteropOut(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, _ := names(t)
+	e := publish(t, b, topic, `{"hello":"nats"}`, facade.PublishOptions{Key: "k:1", Tags: []string{"t"}})
+	nc := env.NATS(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, err := js.StreamNameBySubject(t.Context(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.OrderedConsumer(t.Context(), name, jetstream.OrderedConsumerConfig{FilterSubjects: []string{topic + ".>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := cons.Next(jetstream.FetchMaxWait(waitTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := msg.Headers()
+	if string(msg.Data()) != `{"hello":"nats"}` || h.Get("Nats-Msg-Id") != e.ID || h.Get("Eventhub-Ts") != fmt.Sprint(e.TS) ||
+		msg.Subject() != topic+"._k.k:1" || h.Get("Eventhub-Tags") != `["t"]` {
+		t.Fatalf("plain consumer saw subject %s data %s headers %v", msg.Subject(), msg.Data(), h)
+	}
+}
+
+func testRestart(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	c := newCollector()
+	subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{From: facade.FromEarliest})
+	sent := publishN(t, b, topic, 5)
+	c.take(t, 5)
+	checkFor(t, waitTimeout, func() error {
+		cur, err := b.GetCursor(t.Context(), topic, group)
+		if err != nil {
+			return err
+		}
+		if cur.LastID != sent[4].ID {
+			return fmt.Errorf("cursor %+v", cur)
+		}
+		return nil
+	})
+	env.Restart(t)
+	b2 := env.NewBus(t)
+	cur, err := b2.GetCursor(t.Context(), topic, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.LastID != sent[4].ID {
+		t.Fatalf("cursor after restart %+v", cur)
+	}
+	c2 := newCollector()
+	subscribe(t, b2, topic, group, c2.handle, facade.SubscribeOptions{})
+	e := publish(t, b2, topic, `{"n":5}`, facade.PublishOptions{})
+	if got := c2.next(t).e; got.ID != e.ID {
+		t.Fatalf("after restart the group resumed at %s", got.Payload)
+	}
+	c3 := newCollector()
+	subscribe(t, b2, topic, group+"-fresh", c3.handle, facade.SubscribeOptions{From: facade.FromEarliest})
+	if got := nums(t, c3.take(t, 6)); !slices.Equal(got, seq(0, 6)) {
+		t.Fatalf("events after restart: %v", got)
+	}
+}

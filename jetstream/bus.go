@@ -1,0 +1,246 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventhub/eventhub/facade"
+)
+
+var (
+	_ facade.Bus            = (*Bus)(nil)
+	_ facade.AsyncPublisher = (*Bus)(nil)
+	_ facade.KeyReader      = (*Bus)(nil)
+	_ facade.Extender       = (*Bus)(nil)
+)
+
+// Bus is the event bus on NATS JetStream. It is safe for concurrent use.
+//
+// A Bus made by [New] borrows its connection and never closes it; one made by
+// [Open] owns its connection and, for the embedded mode, its nats-server, and
+// closes both on [Bus.Close].
+type Bus struct {
+	cfg Config
+	log *slog.Logger
+	nc  *nats.Conn
+	js  jetstream.JetStream
+
+	// owned resources, nil when borrowed
+	ownConn bool
+	srv     *server.Server
+	tempDir string
+
+	topicsMu sync.Mutex
+	topics   map[string]*topicInfo
+
+	subsMu sync.Mutex
+	subs   map[groupKey][]*subscription
+	closed bool
+
+	wg sync.WaitGroup // subscriptions' goroutines
+}
+
+type groupKey struct{ topic, group string }
+
+// New returns a Bus on an existing connection. The Bus does not close nc.
+func New(nc *nats.Conn, cfg Config) (*Bus, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(cfg.PublishAsyncMaxPending),
+		jetstream.WithDefaultTimeout(cfg.RequestTimeout),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return &Bus{
+		cfg:    cfg,
+		log:    cfg.Logger,
+		nc:     nc,
+		js:     js,
+		topics: make(map[string]*topicInfo),
+		subs:   make(map[groupKey][]*subscription),
+	}, nil
+}
+
+// OpenConfig says where a Bus opened with [Open] finds NATS.
+type OpenConfig struct {
+	// URL of an external NATS server or cluster (comma-separated). Empty:
+	// start an embedded server with Server.
+	URL string
+	// NATSOptions are applied to the connection to an external server
+	// (credentials, TLS, name).
+	NATSOptions []nats.Option
+	// Server configures the embedded server.
+	Server ServerConfig
+	// Bus configures the bus.
+	Bus Config
+}
+
+// Open starts an embedded nats-server (or connects to OpenConfig.URL) and
+// returns a Bus that owns what it started. The embedded server is reached
+// in-process, without a socket.
+func Open(ctx context.Context, oc OpenConfig) (*Bus, error) {
+	if oc.URL != "" {
+		opts := append([]nats.Option{
+			nats.Name("eventhub"),
+			nats.MaxReconnects(-1),
+			nats.RetryOnFailedConnect(false),
+		}, oc.NATSOptions...)
+		nc, err := nats.Connect(oc.URL, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("%w: connect %s: %w", facade.ErrUnavailable, redactURL(oc.URL), err)
+		}
+		b, err := New(nc, oc.Bus)
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		b.ownConn = true
+		if err := b.ping(ctx); err != nil {
+			b.Close()
+			return nil, err
+		}
+		return b, nil
+	}
+	sc := oc.Server
+	if sc.Logger == nil {
+		sc.Logger = oc.Bus.Logger
+	}
+	srv, err := StartServer(sc)
+	if err != nil {
+		return nil, err
+	}
+	stop := func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		if sc.Memory {
+			os.RemoveAll(srv.StoreDir())
+		}
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name("eventhub"))
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("jetstream: in-process connect: %w", err)
+	}
+	bc := oc.Bus
+	if sc.Memory {
+		bc.Storage = "memory"
+	}
+	b, err := New(nc, bc)
+	if err != nil {
+		nc.Close()
+		stop()
+		return nil, err
+	}
+	b.ownConn = true
+	b.srv = srv
+	if sc.Memory {
+		b.tempDir = srv.StoreDir()
+	}
+	return b, nil
+}
+
+// ping checks that JetStream answers.
+func (b *Bus) ping(ctx context.Context) error {
+	ctx, cancel := b.withTimeout(ctx)
+	defer cancel()
+	if _, err := b.js.AccountInfo(ctx); err != nil {
+		return fmt.Errorf("%w: jetstream account info: %w", facade.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Server returns the embedded server, or nil when the bus uses an external one.
+func (b *Bus) Server() *server.Server { return b.srv }
+
+// Conn returns the bus's NATS connection. Do not close it.
+func (b *Bus) Conn() *nats.Conn { return b.nc }
+
+// JetStream returns the bus's JetStream handle, for operations the facade
+// does not cover.
+func (b *Bus) JetStream() jetstream.JetStream { return b.js }
+
+// Ready reports whether JetStream answers within ctx.
+func (b *Bus) Ready(ctx context.Context) error {
+	if b.nc.IsClosed() {
+		return facade.ErrClosed
+	}
+	return b.ping(ctx)
+}
+
+// Close stops every subscription (waiting for running handlers and handing
+// unacknowledged events back), then releases what the bus owns. It is
+// idempotent.
+func (b *Bus) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return b.Shutdown(ctx)
+}
+
+// Shutdown is Close bounded by ctx; it returns ctx.Err() if subscriptions did
+// not stop in time (the owned connection and server are closed regardless).
+func (b *Bus) Shutdown(ctx context.Context) error {
+	b.subsMu.Lock()
+	if b.closed {
+		b.subsMu.Unlock()
+		return nil
+	}
+	b.closed = true
+	var all []*subscription
+	for _, ss := range b.subs {
+		all = append(all, ss...)
+	}
+	b.subsMu.Unlock()
+
+	var errs []error
+	for _, s := range all {
+		if err := s.stop(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	done := make(chan struct{})
+	go func() { b.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		errs = append(errs, ctx.Err())
+	}
+	if b.ownConn {
+		// Flush acks and naks before closing.
+		_ = b.nc.FlushTimeout(2 * time.Second)
+		b.nc.Close()
+	}
+	if b.srv != nil {
+		b.srv.Shutdown()
+		b.srv.WaitForShutdown()
+	}
+	if b.tempDir != "" {
+		os.RemoveAll(b.tempDir)
+	}
+	return errors.Join(errs...)
+}
+
+func (b *Bus) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, b.cfg.RequestTimeout)
+}
+
+func (b *Bus) isClosed() bool {
+	b.subsMu.Lock()
+	defer b.subsMu.Unlock()
+	return b.closed
+}

@@ -1,0 +1,178 @@
+package jetstream
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/eventhub/eventhub/facade"
+)
+
+// Header names of the envelope fields (see docs/interop.md). The payload is
+// the message data; the key is in the subject.
+const (
+	HeaderID        = nats.MsgIdHdr // "Nats-Msg-Id"
+	HeaderTS        = "Eventhub-Ts"
+	HeaderSID       = "Eventhub-Sid"
+	HeaderPartition = "Eventhub-Partition"
+	HeaderHeaders   = "Eventhub-Headers"
+	HeaderTags      = "Eventhub-Tags"
+	HeaderCausedBy  = "Eventhub-Caused-By"
+)
+
+// newRecord validates a publish and builds its record.
+func newRecord(topic string, payload json.RawMessage, o *facade.PublishOptions) (*facade.EventRecord, error) {
+	if err := facade.ValidateTopic(topic); err != nil {
+		return nil, err
+	}
+	if len(payload) == 0 {
+		return nil, fmt.Errorf("%w: empty payload (use null for none)", facade.ErrBadPayload)
+	}
+	if !json.Valid(payload) {
+		return nil, fmt.Errorf("%w: %s", facade.ErrBadPayload, payloadHint(payload))
+	}
+	if err := facade.ValidateKey(o.Key); err != nil {
+		return nil, err
+	}
+	id := o.ID
+	if id == "" {
+		id = facade.NewID()
+	} else if err := validID(id); err != nil {
+		return nil, err
+	}
+	ts := o.TS
+	if ts == 0 {
+		ts = time.Now().UnixMilli()
+	}
+	return &facade.EventRecord{
+		ID: id, SID: o.SID, TS: ts, Topic: topic, Key: o.Key, Partition: o.Partition,
+		Headers: o.Headers, Payload: payload, CausedBy: o.CausedBy, Tags: o.Tags,
+	}, nil
+}
+
+// validID accepts ids that are safe as a Nats-Msg-Id: 1 to 128 printable
+// ASCII characters. uuidv7 ids are what the hub makes and what afterId can
+// find; other ids are stored but can only be found by sequence.
+func validID(id string) error {
+	if len(id) > 128 {
+		return fmt.Errorf("%w: id longer than 128 bytes", facade.ErrBadID)
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] >= 0x7f {
+			return fmt.Errorf("%w: id must be printable ASCII without spaces", facade.ErrBadID)
+		}
+	}
+	return nil
+}
+
+func payloadHint(p []byte) string {
+	var v any
+	err := json.Unmarshal(p, &v)
+	if err == nil {
+		return "not a single JSON value"
+	}
+	return err.Error()
+}
+
+// toMsg builds the NATS message of a record.
+func toMsg(subject string, e *facade.EventRecord) (*nats.Msg, error) {
+	h := make(nats.Header, 4)
+	h[HeaderID] = []string{e.ID}
+	h[HeaderTS] = []string{strconv.FormatInt(e.TS, 10)}
+	if e.SID != "" {
+		h[HeaderSID] = []string{e.SID}
+	}
+	if e.Partition != nil {
+		h[HeaderPartition] = []string{strconv.Itoa(*e.Partition)}
+	}
+	if len(e.Headers) > 0 {
+		if err := setJSONHeader(h, HeaderHeaders, e.Headers); err != nil {
+			return nil, err
+		}
+	}
+	if len(e.Tags) > 0 {
+		if err := setJSONHeader(h, HeaderTags, e.Tags); err != nil {
+			return nil, err
+		}
+	}
+	if len(e.CausedBy) > 0 {
+		if err := setJSONHeader(h, HeaderCausedBy, e.CausedBy); err != nil {
+			return nil, err
+		}
+	}
+	return &nats.Msg{Subject: subject, Header: h, Data: e.Payload}, nil
+}
+
+// fromMsg decodes a stored message into a record. Messages published by plain
+// NATS clients (no envelope headers) get a synthesised id and the stored time;
+// a non-JSON body becomes a JSON string (base64 for bytes that are not UTF-8,
+// marked by the header "content-transfer-encoding: base64").
+func fromMsg(subject string, h nats.Header, data []byte, seq uint64, stored time.Time) *facade.EventRecord {
+	topic, key := splitSubject(subject)
+	e := &facade.EventRecord{Topic: topic, Key: key, Seq: seq}
+	if h != nil {
+		e.ID = h.Get(HeaderID)
+		if ts := h.Get(HeaderTS); ts != "" {
+			e.TS, _ = strconv.ParseInt(ts, 10, 64)
+		}
+		e.SID = h.Get(HeaderSID)
+		if p := h.Get(HeaderPartition); p != "" {
+			if n, err := strconv.Atoi(p); err == nil {
+				e.Partition = &n
+			}
+		}
+		if v := h.Get(HeaderHeaders); v != "" {
+			_ = json.Unmarshal([]byte(v), &e.Headers)
+		}
+		if v := h.Get(HeaderTags); v != "" {
+			_ = json.Unmarshal([]byte(v), &e.Tags)
+		}
+		if v := h.Get(HeaderCausedBy); v != "" {
+			_ = json.Unmarshal([]byte(v), &e.CausedBy)
+		}
+	}
+	if e.ID == "" {
+		e.ID = synthID(stored, seq)
+	}
+	if e.TS == 0 {
+		e.TS = stored.UnixMilli()
+	}
+	// Events published through the hub were validated on the way in.
+	if h != nil && h.Get(HeaderTS) != "" {
+		e.Payload = data
+	} else {
+		e.Payload = foreignPayload(data, e)
+	}
+	return e
+}
+
+func foreignPayload(data []byte, e *facade.EventRecord) json.RawMessage {
+	if len(data) > 0 && json.Valid(data) {
+		return data
+	}
+	if len(data) == 0 {
+		return json.RawMessage("null")
+	}
+	if b, err := json.Marshal(string(data)); err == nil && utf8.Valid(data) {
+		return b
+	}
+	b, _ := json.Marshal(data) // []byte marshals as base64
+	if e.Headers == nil {
+		e.Headers = map[string]string{}
+	}
+	e.Headers["content-transfer-encoding"] = "base64"
+	return b
+}
+
+func setJSONHeader(h nats.Header, name string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", facade.ErrInvalidOption, name, err)
+	}
+	h[name] = []string{string(b)}
+	return nil
+}

@@ -1,0 +1,246 @@
+package jetstream
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"gopkg.in/yaml.v3"
+)
+
+// Config configures a [Bus]. The zero value is valid: defaults are applied by
+// [Config.withDefaults].
+type Config struct {
+	// Topics configures the streams of topics, first matching entry wins.
+	// Topics without an entry get a stream with the defaults of [TopicConfig].
+	Topics []TopicConfig `yaml:"topics"`
+	// Storage is the default storage of created streams: "file" (default) or
+	// "memory".
+	Storage string `yaml:"storage"`
+	// Replicas is the default replica count of created streams (1, 3 or 5).
+	Replicas int `yaml:"replicas"`
+	// PublishAsyncMaxPending is the window of unacknowledged async
+	// publishes (default 4000).
+	PublishAsyncMaxPending int `yaml:"publishAsyncMaxPending"`
+	// RequestTimeout applies to JetStream API calls and sync publishes whose
+	// context has no deadline (default 5s).
+	RequestTimeout time.Duration `yaml:"requestTimeout"`
+	// PullExpiry and PullHeartbeat bound how long a stalled pull goes
+	// unnoticed (defaults 5s and 1s): a pull without a heartbeat for twice
+	// PullHeartbeat is re-issued.
+	PullExpiry    time.Duration `yaml:"pullExpiry"`
+	PullHeartbeat time.Duration `yaml:"pullHeartbeat"`
+	// RetryBackoff is the delay before the first redelivery of a nacked
+	// event; it doubles per attempt up to MaxRetryBackoff (defaults 100ms, 10s).
+	RetryBackoff    time.Duration `yaml:"retryBackoff"`
+	MaxRetryBackoff time.Duration `yaml:"maxRetryBackoff"`
+	// IDSkew is how far around an event id's timestamp afterId resolution
+	// looks for the event (default 5s): ids made on clients with skewed clocks
+	// are still found.
+	IDSkew time.Duration `yaml:"idSkew"`
+	// Logger receives the bus's logs; nil discards them.
+	Logger *slog.Logger `yaml:"-"`
+}
+
+// TopicConfig configures the stream of the topics matching Pattern.
+type TopicConfig struct {
+	// Pattern is a topic or a NATS wildcard pattern ("heartbeat.*",
+	// "audit.>").
+	Pattern string `yaml:"pattern"`
+	// Stream, when set, makes every matching topic share one stream of this
+	// name, capturing Pattern (which should then end in ">", so that keyed
+	// subjects are captured too). Empty: one stream per topic.
+	Stream string `yaml:"stream"`
+	// MaxAge is the retention (0: unlimited). RetentionDays, the
+	// specification's name, is accepted too.
+	MaxAge        time.Duration `yaml:"maxAge"`
+	RetentionDays float64       `yaml:"retentionDays"`
+	// MaxBytes limits the stream's size (0: unlimited); the oldest events go.
+	MaxBytes int64 `yaml:"maxBytes"`
+	// Storage: "file" or "memory" (default: Config.Storage).
+	Storage string `yaml:"storage"`
+	// Replicas: 1, 3 or 5 (default: Config.Replicas).
+	Replicas int `yaml:"replicas"`
+	// DuplicateWindow is how long a publish id is remembered (default 2m).
+	DuplicateWindow time.Duration `yaml:"duplicateWindow"`
+	// Compaction keeps only the newest event per key; publishing without a
+	// key is refused with ErrKeyRequired.
+	Compaction bool `yaml:"compaction"`
+}
+
+// LoadConfigFile reads a YAML (or JSON) file holding a Config.
+func LoadConfigFile(path string) (Config, error) {
+	var c Config
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, fmt.Errorf("read config: %w", err)
+	}
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return c, fmt.Errorf("parse config %s: %w", path, err)
+	}
+	return c, c.Validate()
+}
+
+// Validate reports the first invalid setting.
+func (c Config) Validate() error {
+	if err := validStorage(c.Storage); err != nil {
+		return err
+	}
+	if err := validReplicas(c.Replicas); err != nil {
+		return err
+	}
+	for i, t := range c.Topics {
+		if t.Pattern == "" {
+			return fmt.Errorf("topics[%d]: pattern is required", i)
+		}
+		if err := validStorage(t.Storage); err != nil {
+			return fmt.Errorf("topics[%d] (%s): %w", i, t.Pattern, err)
+		}
+		if err := validReplicas(t.Replicas); err != nil {
+			return fmt.Errorf("topics[%d] (%s): %w", i, t.Pattern, err)
+		}
+		if t.Stream != "" && !validName(t.Stream) {
+			return fmt.Errorf("topics[%d] (%s): stream name %q: letters, digits, '_' and '-' only", i, t.Pattern, t.Stream)
+		}
+		if t.MaxAge < 0 || t.RetentionDays < 0 || t.MaxBytes < 0 || t.DuplicateWindow < 0 {
+			return fmt.Errorf("topics[%d] (%s): negative limit", i, t.Pattern)
+		}
+	}
+	return nil
+}
+
+func validStorage(s string) error {
+	switch s {
+	case "", "file", "memory":
+		return nil
+	}
+	return fmt.Errorf("storage %q: want file or memory", s)
+}
+
+func validReplicas(n int) error {
+	switch n {
+	case 0, 1, 3, 5:
+		return nil
+	}
+	return fmt.Errorf("replicas %d: want 1, 3 or 5 (even counts lose quorum without gaining safety)", n)
+}
+
+func (c Config) withDefaults() Config {
+	if c.Storage == "" {
+		c.Storage = "file"
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.PublishAsyncMaxPending <= 0 {
+		c.PublishAsyncMaxPending = 4000
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 5 * time.Second
+	}
+	if c.PullExpiry <= 0 {
+		c.PullExpiry = 5 * time.Second
+	}
+	if c.PullHeartbeat <= 0 {
+		c.PullHeartbeat = time.Second
+	}
+	if c.RetryBackoff <= 0 {
+		c.RetryBackoff = 100 * time.Millisecond
+	}
+	if c.MaxRetryBackoff <= 0 {
+		c.MaxRetryBackoff = 10 * time.Second
+	}
+	if c.IDSkew <= 0 {
+		c.IDSkew = 5 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// topicConfig returns the configuration that applies to topic.
+func (c Config) topicConfig(topic string) TopicConfig {
+	for _, t := range c.Topics {
+		if subjectMatches(t.Pattern, topic) {
+			return t
+		}
+	}
+	return TopicConfig{Pattern: topic}
+}
+
+// streamConfig builds the stream configuration for topic.
+func (c Config) streamConfig(topic string, tc TopicConfig) jetstream.StreamConfig {
+	sc := jetstream.StreamConfig{
+		Name:        streamNameFor(topic),
+		Subjects:    []string{topic, keyedWildcard(topic)},
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		AllowDirect: true,
+		Description: "eventhub topic " + topic,
+	}
+	if tc.Stream != "" {
+		sc.Name = tc.Stream
+		sc.Subjects = []string{tc.Pattern}
+		sc.Description = "eventhub topics " + tc.Pattern
+	}
+	sc.MaxAge = tc.MaxAge
+	if tc.RetentionDays > 0 {
+		sc.MaxAge = time.Duration(tc.RetentionDays * float64(24*time.Hour))
+	}
+	sc.MaxBytes = -1
+	if tc.MaxBytes > 0 {
+		sc.MaxBytes = tc.MaxBytes
+	}
+	sc.MaxMsgs = -1
+	sc.MaxMsgsPerSubject = -1
+	if tc.Compaction {
+		sc.MaxMsgsPerSubject = 1
+	}
+	storage := tc.Storage
+	if storage == "" {
+		storage = c.Storage
+	}
+	sc.Storage = jetstream.FileStorage
+	if storage == "memory" {
+		sc.Storage = jetstream.MemoryStorage
+	}
+	sc.Replicas = tc.Replicas
+	if sc.Replicas == 0 {
+		sc.Replicas = c.Replicas
+	}
+	sc.Duplicates = tc.DuplicateWindow
+	if sc.Duplicates == 0 {
+		sc.Duplicates = 2 * time.Minute
+	}
+	if sc.MaxAge > 0 && sc.Duplicates > sc.MaxAge {
+		sc.Duplicates = sc.MaxAge
+	}
+	return sc
+}
+
+// subjectMatches reports whether subject matches a NATS pattern with '*' and
+// '>' wildcards.
+func subjectMatches(pattern, subject string) bool {
+	pt := strings.Split(pattern, ".")
+	st := strings.Split(subject, ".")
+	for i, p := range pt {
+		if p == ">" {
+			return len(st) > i
+		}
+		if i >= len(st) {
+			return false
+		}
+		if p != "*" && p != st[i] {
+			return false
+		}
+	}
+	return len(pt) == len(st)
+}

@@ -1,0 +1,74 @@
+package jetstream_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/facade/facadetest"
+	"github.com/eventhub/eventhub/internal/natstest"
+	"github.com/eventhub/eventhub/jetstream"
+)
+
+// TestConformanceEmbedded runs the facade suite against buses on an embedded
+// nats-server reached in-process, as the hub runs by default.
+func TestConformanceEmbedded(t *testing.T) {
+	outer, dir := t, t.TempDir()
+	var mu sync.Mutex
+	srv := natstest.RunEmbeddedIn(t, dir, 0)
+	current := func() *server.Server { mu.Lock(); defer mu.Unlock(); return srv }
+	facadetest.Run(t, facadetest.Env{
+		NewBus: func(t testing.TB) facade.Bus {
+			b, err := jetstream.New(natstest.InProcessConn(t, current()), jetstream.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = b.Close() })
+			return b
+		},
+		Restart: func(testing.TB) {
+			mu.Lock()
+			defer mu.Unlock()
+			srv.Shutdown()
+			srv.WaitForShutdown()
+			srv = natstest.RunEmbeddedIn(outer, dir, 0) // owned by the whole test
+		},
+		NATS: func(t testing.TB) *nats.Conn {
+			nc, err := nats.Connect(current().ClientURL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(nc.Close)
+			return nc
+		},
+	})
+}
+
+// TestConformanceExternal runs the suite against a separate nats-server
+// process, each bus with its own TCP connection as separate hubs would have.
+func TestConformanceExternal(t *testing.T) {
+	p := natstest.StartProcess(t)
+	facadetest.Run(t, facadetest.Env{
+		NewBus: func(t testing.TB) facade.Bus {
+			b, err := jetstream.Open(context.Background(), jetstream.OpenConfig{URL: p.URL()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = b.Close() })
+			return b
+		},
+		Restart: func(t testing.TB) { p.Restart() },
+		NATS: func(t testing.TB) *nats.Conn {
+			nc, err := nats.Connect(p.URL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(nc.Close)
+			return nc
+		},
+	})
+}

@@ -1,0 +1,248 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventhub/eventhub/facade"
+)
+
+// Groups are durable pull consumers with explicit acks. Every group is
+// created with DeliverPolicy "all" and then positioned by a consumer reset
+// (nats-server 2.14+): a DeliverAll consumer may be reset to any sequence, so
+// SetCursor can always rewind or skip it without recreating it. While it is
+// being positioned the new consumer is paused, so that a member in another
+// process that finds it cannot pull from the wrong place.
+
+// ensureGroup returns the group's consumer, creating it at the position that
+// o.From names when it does not exist.
+func (b *Bus) ensureGroup(ctx context.Context, ti *topicInfo, group string, o facade.SubscribeOptions) (jetstream.Consumer, error) {
+	ctx, cancel := b.withTimeout(ctx)
+	defer cancel()
+	name := consumerNameFor(group, ti.topic, ti.shared)
+	cons, err := ti.stream.Consumer(ctx, name)
+	if err == nil {
+		// AckWait follows the newest subscriber; MaxAckPending only grows, so
+		// that a member with a small window never throttles the others (each
+		// member bounds its own deliveries).
+		cfg := cons.CachedInfo().Config
+		if cfg.AckWait == o.AckTimeout() && (cfg.MaxAckPending < 0 || cfg.MaxAckPending >= o.MaxInFlight) {
+			return cons, nil
+		}
+		cfg.AckWait = o.AckTimeout()
+		if cfg.MaxAckPending >= 0 {
+			cfg.MaxAckPending = max(cfg.MaxAckPending, o.MaxInFlight)
+		}
+		cons, err = ti.stream.UpdateConsumer(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("update group %s of %s: %w", group, ti.topic, translate(err))
+		}
+		return cons, nil
+	}
+	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("group %s of %s: %w", group, ti.topic, translate(err))
+	}
+	next, err := b.startSeq(ctx, ti, o)
+	if err != nil {
+		return nil, err
+	}
+	return b.createGroup(ctx, ti, name, group, o, next)
+}
+
+// startSeq is the first sequence a new group delivers.
+func (b *Bus) startSeq(ctx context.Context, ti *topicInfo, o facade.SubscribeOptions) (uint64, error) {
+	switch o.From {
+	case facade.FromEarliest:
+		return 1, nil
+	case facade.FromTS:
+		return b.seqAtTime(ctx, ti, time.UnixMilli(o.TS))
+	case facade.FromAfterID:
+		seq, err := b.resolveID(ctx, ti, o.AfterID)
+		if err != nil {
+			return 0, err
+		}
+		return seq + 1, nil
+	default: // latest
+		return b.tailSeq(ctx, ti)
+	}
+}
+
+// tailSeq is the sequence the next stored message will get.
+func (b *Bus) tailSeq(ctx context.Context, ti *topicInfo) (uint64, error) {
+	info, err := ti.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", ti.name, translate(err))
+	}
+	return info.State.LastSeq + 1, nil
+}
+
+func (b *Bus) createGroup(ctx context.Context, ti *topicInfo, name, group string, o facade.SubscribeOptions, next uint64) (jetstream.Consumer, error) {
+	cfg := jetstream.ConsumerConfig{
+		Durable:       name,
+		Description:   "eventhub group " + group + " of " + ti.topic,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       o.AckTimeout(),
+		// The bus itself enforces MaxAttempts, so that the event is copied to
+		// the dead-letter topic before the group lets go of it.
+		MaxDeliver:    -1,
+		MaxAckPending: o.MaxInFlight,
+		Metadata:      map[string]string{"eventhub_group": group, "eventhub_topic": ti.topic},
+	}
+	if len(ti.filters) == 1 {
+		cfg.FilterSubject = ti.filters[0]
+	} else {
+		cfg.FilterSubjects = ti.filters
+	}
+	if next > 1 {
+		until := time.Now().Add(30 * time.Second)
+		cfg.PauseUntil = &until
+	}
+	cons, err := ti.stream.CreateConsumer(ctx, cfg)
+	if errors.Is(err, jetstream.ErrConsumerExists) {
+		// Another member created it first; its position stands.
+		cons, err = ti.stream.Consumer(ctx, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create group %s of %s: %w", group, ti.topic, translate(err))
+	}
+	if next > 1 {
+		if _, err := ti.stream.ResetConsumerToSequence(ctx, name, next); err != nil {
+			return nil, fmt.Errorf("position group %s of %s at %d: %w", group, ti.topic, next, translate(err))
+		}
+		if _, err := b.js.ResumeConsumer(ctx, ti.name, name); err != nil {
+			return nil, fmt.Errorf("resume group %s of %s: %w", group, ti.topic, translate(err))
+		}
+		cons, err = ti.stream.Consumer(ctx, name)
+		if err != nil {
+			return nil, translate(err)
+		}
+	}
+	b.log.Info("group created", "topic", ti.topic, "group", group, "consumer", name, "stream", ti.name, "start_seq", next)
+	return cons, nil
+}
+
+// seqAtTime returns the sequence of the topic's first event stored at or after
+// t, or the tail sequence when there is none.
+func (b *Bus) seqAtTime(ctx context.Context, ti *topicInfo, t time.Time) (uint64, error) {
+	best := uint64(0)
+	for _, f := range ti.filters {
+		seq, err := b.msgGet(ctx, ti.name, msgGetRequest{StartTime: &t, NextFor: f})
+		if errors.Is(err, errNoMessage) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if best == 0 || seq < best {
+			best = seq
+		}
+	}
+	if best == 0 {
+		return b.tailSeq(ctx, ti)
+	}
+	return best, nil
+}
+
+type msgGetRequest struct {
+	Seq       uint64     `json:"seq,omitempty"`
+	NextFor   string     `json:"next_by_subj,omitempty"`
+	StartTime *time.Time `json:"start_time,omitempty"`
+}
+
+var errNoMessage = errors.New("no message found")
+
+// msgGet asks the stream for one message's sequence; nats.go has no call for
+// the start_time form of the request.
+func (b *Bus) msgGet(ctx context.Context, stream string, req msgGetRequest) (uint64, error) {
+	body, _ := json.Marshal(req)
+	resp, err := b.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: message lookup: %w", stream, translate(err))
+	}
+	var r struct {
+		Message *struct {
+			Seq uint64 `json:"seq"`
+		} `json:"message"`
+		Error *struct {
+			Code    int    `json:"code"`
+			ErrCode int    `json:"err_code"`
+			Desc    string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return 0, fmt.Errorf("stream %s: message lookup: %w", stream, err)
+	}
+	if r.Error != nil {
+		if r.Error.Code == 404 {
+			return 0, errNoMessage
+		}
+		return 0, fmt.Errorf("stream %s: message lookup: %s (%d)", stream, r.Error.Desc, r.Error.ErrCode)
+	}
+	if r.Message == nil {
+		return 0, errNoMessage
+	}
+	return r.Message.Seq, nil
+}
+
+// resolveID finds the stream sequence of event id without reading the stream
+// from the start: a synthesised id names its sequence; a uuidv7 names its time,
+// and the search reads only the events stored within Config.IDSkew of it.
+func (b *Bus) resolveID(ctx context.Context, ti *topicInfo, id string) (uint64, error) {
+	if seq, ok := synthSeq(id); ok {
+		if raw, err := ti.stream.GetMsg(ctx, seq); err == nil {
+			if raw.Header.Get(HeaderID) == "" && synthID(raw.Time, raw.Sequence) == id {
+				return seq, nil
+			}
+		}
+	}
+	t, ok := facade.IDTime(id)
+	if !ok {
+		return 0, fmt.Errorf("%w: %q is not a uuidv7, so it cannot be located by time", facade.ErrUnknownID, id)
+	}
+	from, err := b.seqAtTime(ctx, ti, t.Add(-b.cfg.IDSkew))
+	if err != nil {
+		return 0, err
+	}
+	oc, err := ti.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: ti.filters,
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    from,
+		HeadersOnly:    true,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("locate %s: %w", id, translate(err))
+	}
+	limit := t.Add(b.cfg.IDSkew)
+	for {
+		batch, err := oc.FetchNoWait(512)
+		if err != nil {
+			return 0, fmt.Errorf("locate %s: %w", id, translate(err))
+		}
+		n := 0
+		for msg := range batch.Messages() {
+			n++
+			meta, err := msg.Metadata()
+			if err != nil {
+				continue
+			}
+			if msg.Headers().Get(HeaderID) == id {
+				return meta.Sequence.Stream, nil
+			}
+			if meta.Timestamp.After(limit) || meta.NumPending == 0 {
+				return 0, fmt.Errorf("%w: %s not in %s", facade.ErrUnknownID, id, ti.topic)
+			}
+		}
+		if batch.Error() != nil {
+			return 0, fmt.Errorf("locate %s: %w", id, translate(batch.Error()))
+		}
+		if n == 0 {
+			return 0, fmt.Errorf("%w: %s not in %s", facade.ErrUnknownID, id, ti.topic)
+		}
+	}
+}

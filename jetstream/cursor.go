@@ -1,0 +1,193 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventhub/eventhub/facade"
+)
+
+// GetCursor implements [facade.Cursors]. The cursor is the group's ack floor
+// on the server: acknowledgements out of order never move it past an
+// unacknowledged event.
+func (b *Bus) GetCursor(ctx context.Context, topic, group string) (*facade.CursorPosition, error) {
+	if err := facade.ValidateGroup(group); err != nil {
+		return nil, err
+	}
+	ctx, cancel := b.withTimeout(ctx)
+	defer cancel()
+	ti, err := b.existingTopic(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	cons, err := ti.stream.Consumer(ctx, consumerNameFor(group, topic, ti.shared))
+	if err != nil {
+		return nil, fmt.Errorf("group %s of %s: %w", group, topic, translate(err))
+	}
+	info := cons.CachedInfo()
+	c := b.cursorOf(ctx, ti, info.AckFloor.Stream)
+	c.Pending = info.NumPending + uint64(info.NumAckPending)
+	return &c, nil
+}
+
+// cursorOf describes stream position seq of a topic.
+func (b *Bus) cursorOf(ctx context.Context, ti *topicInfo, seq uint64) facade.CursorPosition {
+	c := facade.CursorPosition{Topic: ti.topic, LastSeq: seq}
+	if seq == 0 {
+		return c
+	}
+	raw, err := ti.stream.GetMsg(ctx, seq)
+	if err != nil {
+		return c // deleted or aged out: the position stands without an id
+	}
+	e := fromMsg(raw.Subject, raw.Header, raw.Data, raw.Sequence, raw.Time)
+	c.LastID, c.LastTS = e.ID, e.TS
+	return c
+}
+
+// SetCursor implements [facade.Cursors] with a consumer reset: the group
+// keeps its configuration and its name. Deliveries in flight when the cursor
+// moves may still be acknowledged by their members.
+func (b *Bus) SetCursor(ctx context.Context, topic, group string, c facade.CursorPosition) error {
+	if err := facade.ValidateGroup(group); err != nil {
+		return err
+	}
+	ctx, cancel := b.withTimeout(ctx)
+	defer cancel()
+	ti, err := b.topic(ctx, topic)
+	if err != nil {
+		return err
+	}
+	var next uint64
+	switch {
+	case c.LastSeq > 0:
+		next = c.LastSeq + 1
+	case c.LastID != "":
+		seq, err := b.resolveID(ctx, ti, c.LastID)
+		if err != nil {
+			return err
+		}
+		next = seq + 1
+	case c.LastTS > 0:
+		next, err = b.seqAtTime(ctx, ti, timeMs(c.LastTS))
+		if err != nil {
+			return err
+		}
+	default:
+		next = 1
+	}
+	name := consumerNameFor(group, topic, ti.shared)
+	// A reset request for a consumer that does not exist goes unanswered
+	// until it times out, so look first.
+	_, err = ti.stream.Consumer(ctx, name)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		_, err = b.createGroup(ctx, ti, name, group, facade.SubscribeOptions{}.WithDefaults(), next)
+	case err == nil:
+		_, err = ti.stream.ResetConsumerToSequence(ctx, name, next)
+	}
+	if err != nil {
+		return fmt.Errorf("set cursor of %s/%s to %d: %w", topic, group, next, translate(err))
+	}
+	b.subsMu.Lock()
+	subs := slices.Clone(b.subs[groupKey{topic, group}])
+	b.subsMu.Unlock()
+	base := facade.CursorPosition{Topic: topic, LastSeq: next - 1}
+	for _, s := range subs {
+		s.floor.reset(base)
+	}
+	return nil
+}
+
+// existingTopic is topic without creating a stream: ErrNotFound when no
+// stream captures it.
+func (b *Bus) existingTopic(ctx context.Context, topic string) (*topicInfo, error) {
+	b.topicsMu.Lock()
+	ti := b.topics[topic]
+	b.topicsMu.Unlock()
+	if ti != nil {
+		return ti, nil
+	}
+	if err := facade.ValidateTopic(topic); err != nil {
+		return nil, err
+	}
+	name, err := b.js.StreamNameBySubject(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("topic %s: %w", topic, translate(err))
+	}
+	return b.streamTopic(ctx, topic, name)
+}
+
+// floorTracker follows one member's view of its group's ack floor: the
+// events it received, in stream order, and which are acknowledged.
+type floorTracker struct {
+	mu    sync.Mutex
+	base  facade.CursorPosition
+	queue []floorEntry
+}
+
+type floorEntry struct {
+	seq   uint64
+	id    string
+	ts    int64
+	acked bool
+}
+
+func (f *floorTracker) reset(c facade.CursorPosition) {
+	f.mu.Lock()
+	f.base = c
+	f.queue = f.queue[:0]
+	f.mu.Unlock()
+}
+
+// push records a delivered event; redeliveries and events behind the floor
+// are ignored.
+func (f *floorTracker) push(e *facade.EventRecord) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e.Seq <= f.base.LastSeq || (len(f.queue) > 0 && e.Seq <= f.queue[len(f.queue)-1].seq) {
+		return
+	}
+	f.queue = append(f.queue, floorEntry{seq: e.Seq, id: e.ID, ts: e.TS})
+}
+
+// ack marks seq acknowledged and advances the floor over the acknowledged
+// prefix.
+func (f *floorTracker) ack(seq uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i, ok := slices.BinarySearchFunc(f.queue, seq, func(e floorEntry, s uint64) int {
+		switch {
+		case e.seq < s:
+			return -1
+		case e.seq > s:
+			return 1
+		}
+		return 0
+	})
+	if !ok {
+		return
+	}
+	f.queue[i].acked = true
+	n := 0
+	for n < len(f.queue) && f.queue[n].acked {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	last := f.queue[n-1]
+	f.base.LastSeq, f.base.LastID, f.base.LastTS = last.seq, last.id, last.ts
+	f.queue = append(f.queue[:0], f.queue[n:]...)
+}
+
+func (f *floorTracker) cursor() facade.CursorPosition {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.base
+}

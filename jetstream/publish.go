@@ -1,0 +1,109 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventhub/eventhub/facade"
+)
+
+// Publish implements [facade.Publisher]. It creates the topic's stream on
+// first use. A ctx without a deadline gets Config.RequestTimeout.
+func (b *Bus) Publish(ctx context.Context, topic string, payload json.RawMessage, opts facade.PublishOptions) (*facade.EventRecord, error) {
+	e, msg, ti, err := b.prepare(ctx, topic, payload, &opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := b.withTimeout(ctx)
+	defer cancel()
+	ack, err := b.js.PublishMsg(ctx, msg)
+	if errors.Is(err, jetstream.ErrNoStreamResponse) {
+		// The stream may have been deleted since it was cached: provision it
+		// again and retry once. The id makes the retry idempotent.
+		b.forgetTopic(ti.topic)
+		if _, err2 := b.topic(ctx, topic); err2 == nil {
+			ack, err = b.js.PublishMsg(ctx, msg)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("publish %s: %w", topic, translate(err))
+	}
+	e.Seq = ack.Sequence
+	return e, nil
+}
+
+// prepare validates a publish and builds its message.
+func (b *Bus) prepare(ctx context.Context, topic string, payload json.RawMessage, opts *facade.PublishOptions) (*facade.EventRecord, *nats.Msg, *topicInfo, error) {
+	if b.isClosed() {
+		return nil, nil, nil, facade.ErrClosed
+	}
+	e, err := newRecord(topic, payload, opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ti, err := b.topic(ctx, topic)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if e.Key != "" && !ti.keyed {
+		return nil, nil, nil, fmt.Errorf("%w: stream %s does not capture keyed subjects of %s", facade.ErrBadKey, ti.name, topic)
+	}
+	if e.Key == "" && ti.compacted {
+		return nil, nil, nil, fmt.Errorf("%w: %s", facade.ErrKeyRequired, topic)
+	}
+	msg, err := toMsg(subjectFor(topic, e.Key), e)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return e, msg, ti, nil
+}
+
+// PublishAsync implements [facade.AsyncPublisher]. It blocks while
+// Config.PublishAsyncMaxPending publishes are unacknowledged.
+func (b *Bus) PublishAsync(ctx context.Context, topic string, payload json.RawMessage, opts facade.PublishOptions) (facade.PublishFuture, error) {
+	e, msg, _, err := b.prepare(ctx, topic, payload, &opts)
+	if err != nil {
+		return nil, err
+	}
+	f, err := b.js.PublishMsgAsync(msg)
+	if err != nil {
+		return nil, fmt.Errorf("publish %s: %w", topic, translate(err))
+	}
+	return &future{e: e, f: f}, nil
+}
+
+type future struct {
+	e *facade.EventRecord
+	f jetstream.PubAckFuture
+
+	mu   sync.Mutex
+	done bool
+	err  error
+}
+
+func (f *future) Wait(ctx context.Context) (*facade.EventRecord, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.done {
+		return f.e, f.err
+	}
+	select {
+	case ack := <-f.f.Ok():
+		f.e.Seq = ack.Sequence
+	case err := <-f.f.Err():
+		f.err = fmt.Errorf("publish %s: %w", f.e.Topic, translate(err))
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	f.done = true
+	if f.err != nil {
+		return nil, f.err
+	}
+	return f.e, nil
+}

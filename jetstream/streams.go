@@ -1,0 +1,122 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventhub/eventhub/facade"
+)
+
+// topicInfo is what the bus knows of the stream holding a topic.
+type topicInfo struct {
+	topic  string
+	stream jetstream.Stream
+	name   string
+	// keyed: the stream captures the topic's keyed subjects.
+	keyed bool
+	// compacted: the stream keeps one event per subject.
+	compacted bool
+	// shared: the stream holds other topics too (a family or an
+	// operator-made stream), so consumer names include the topic.
+	shared bool
+	// filters are the consumer filter subjects of the topic.
+	filters []string
+}
+
+// topic returns the stream information for topic, creating the stream on
+// first use. An existing stream that captures the topic's subject (made by an
+// operator, or a configured family stream) is used as it is.
+func (b *Bus) topic(ctx context.Context, topic string) (*topicInfo, error) {
+	b.topicsMu.Lock()
+	ti := b.topics[topic]
+	b.topicsMu.Unlock()
+	if ti != nil {
+		return ti, nil
+	}
+	if err := facade.ValidateTopic(topic); err != nil {
+		return nil, err
+	}
+	ctx, cancel := b.withTimeout(ctx)
+	defer cancel()
+	ti, err := b.lookupTopic(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	b.topicsMu.Lock()
+	if cur := b.topics[topic]; cur != nil {
+		ti = cur
+	} else {
+		b.topics[topic] = ti
+	}
+	b.topicsMu.Unlock()
+	return ti, nil
+}
+
+// forgetTopic drops a cached topic, after its stream went away.
+func (b *Bus) forgetTopic(topic string) {
+	b.topicsMu.Lock()
+	delete(b.topics, topic)
+	b.topicsMu.Unlock()
+}
+
+func (b *Bus) lookupTopic(ctx context.Context, topic string) (*topicInfo, error) {
+	name, err := b.js.StreamNameBySubject(ctx, topic)
+	switch {
+	case err == nil:
+		return b.streamTopic(ctx, topic, name)
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+	default:
+		return nil, fmt.Errorf("%w: find stream of %s: %w", facade.ErrUnavailable, topic, err)
+	}
+	tc := b.cfg.topicConfig(topic)
+	sc := b.cfg.streamConfig(topic, tc)
+	if tc.Stream != "" {
+		// A family stream: create it or add nothing to an existing one.
+		s, err := b.js.CreateOrUpdateStream(ctx, sc)
+		if err != nil {
+			return nil, fmt.Errorf("create stream %s for %s: %w", sc.Name, topic, translate(err))
+		}
+		return b.topicFromStream(ctx, topic, s)
+	}
+	s, err := b.js.CreateStream(ctx, sc)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		s, err = b.js.Stream(ctx, sc.Name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create stream %s for %s: %w", sc.Name, topic, translate(err))
+	}
+	b.log.Info("stream created", "stream", sc.Name, "topic", topic, "storage", sc.Storage.String(),
+		"max_age", sc.MaxAge, "compaction", tc.Compaction, "replicas", sc.Replicas)
+	return b.topicFromStream(ctx, topic, s)
+}
+
+func (b *Bus) streamTopic(ctx context.Context, topic, name string) (*topicInfo, error) {
+	s, err := b.js.Stream(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: stream %s: %w", facade.ErrUnavailable, name, err)
+	}
+	return b.topicFromStream(ctx, topic, s)
+}
+
+func (b *Bus) topicFromStream(ctx context.Context, topic string, s jetstream.Stream) (*topicInfo, error) {
+	info := s.CachedInfo()
+	ti := &topicInfo{
+		topic:     topic,
+		stream:    s,
+		name:      info.Config.Name,
+		compacted: info.Config.MaxMsgsPerSubject == 1,
+		filters:   []string{topic},
+	}
+	keyedName, err := b.js.StreamNameBySubject(ctx, keyedPrefix(topic)+"x")
+	if err == nil && keyedName == ti.name {
+		ti.keyed = true
+		ti.filters = append(ti.filters, keyedWildcard(topic))
+	}
+	// A stream is ours alone when its subjects are exactly the topic's.
+	subs := info.Config.Subjects
+	ti.shared = !(len(subs) == 2 && subs[0] == topic && subs[1] == keyedWildcard(topic))
+	return ti, nil
+}
