@@ -14,4 +14,3 @@ import (
 	_ "gopkg.in/yaml.v3"
 	_ "modernc.org/sqlite"
 )
-
