@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/jsonvalid"
 )
 
 // Header names of the envelope fields (see docs/interop.md). The payload is
@@ -32,7 +33,7 @@ func newRecord(topic string, payload json.RawMessage, o *facade.PublishOptions) 
 	if len(payload) == 0 {
 		return nil, fmt.Errorf("%w: empty payload (use null for none)", facade.ErrBadPayload)
 	}
-	if !json.Valid(payload) {
+	if !jsonvalid.Valid(payload) {
 		return nil, fmt.Errorf("%w: %s", facade.ErrBadPayload, payloadHint(payload))
 	}
 	if err := facade.ValidateKey(o.Key); err != nil {
@@ -151,7 +152,7 @@ func fromMsg(subject string, h nats.Header, data []byte, seq uint64, stored time
 }
 
 func foreignPayload(data []byte, e *facade.EventRecord) json.RawMessage {
-	if len(data) > 0 && json.Valid(data) {
+	if len(data) > 0 && jsonvalid.Valid(data) {
 		return data
 	}
 	if len(data) == 0 {

@@ -20,8 +20,7 @@ func (b *Bus) Publish(ctx context.Context, topic string, payload json.RawMessage
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := b.withTimeout(ctx)
-	defer cancel()
+	// nats.go applies Config.RequestTimeout to a ctx without a deadline.
 	ack, err := b.js.PublishMsg(ctx, msg)
 	if errors.Is(err, jetstream.ErrNoStreamResponse) {
 		// The stream may have been deleted since it was cached: provision it

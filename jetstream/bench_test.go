@@ -1,0 +1,210 @@
+package jetstream_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/natstest"
+	"github.com/eventhub/eventhub/jetstream"
+)
+
+// The benchmarks run the raw nats.go path and the hub's path in alternating
+// rounds on one embedded server (file storage, in-process connections) and
+// report both rates and their ratio: machines here are shared and noisy, so
+// the ratio is the figure to read. Run with -benchtime=Nx for a fixed count.
+
+const benchWindow = 4000
+
+type benchEnv struct {
+	bus *jetstream.Bus
+	js  njs.JetStream
+}
+
+func newBenchEnv(b *testing.B) *benchEnv {
+	b.Helper()
+	srv := natstest.RunEmbedded(b)
+	bus, err := jetstream.New(natstest.InProcessConn(b, srv), jetstream.Config{PublishAsyncMaxPending: benchWindow})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = bus.Close() })
+	js, err := njs.New(natstest.InProcessConn(b, srv), njs.WithPublishAsyncMaxPending(benchWindow))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := js.CreateStream(context.Background(), njs.StreamConfig{Name: "RAW", Subjects: []string{"raw.>"}, Storage: njs.FileStorage}); err != nil {
+		b.Fatal(err)
+	}
+	return &benchEnv{bus: bus, js: js}
+}
+
+// compare times raw and hub for n operations each, alternating in rounds.
+func compare(b *testing.B, unit string, raw, hub func(n int)) {
+	const rounds = 4
+	n := max(b.N/rounds, 1)
+	raw(min(n, 200)) // warm up both paths (stream creation, connections)
+	hub(min(n, 200))
+	var rawD, hubD time.Duration
+	b.ResetTimer()
+	for range rounds {
+		t0 := time.Now()
+		raw(n)
+		rawD += time.Since(t0)
+		t0 = time.Now()
+		hub(n)
+		hubD += time.Since(t0)
+	}
+	b.StopTimer()
+	rawRate := float64(n*rounds) / rawD.Seconds()
+	hubRate := float64(n*rounds) / hubD.Seconds()
+	b.ReportMetric(rawRate, "raw-"+unit+"/s")
+	b.ReportMetric(hubRate, "hub-"+unit+"/s")
+	b.ReportMetric(hubRate/rawRate, "hub/raw")
+}
+
+func payloadOf(size int) json.RawMessage {
+	return json.RawMessage(`"` + strings.Repeat("x", size-2) + `"`)
+}
+
+func BenchmarkPublishAsync1KiB(b *testing.B) {
+	env := newBenchEnv(b)
+	data := payloadOf(1024)
+	ctx := context.Background()
+	compare(b, "msgs",
+		func(n int) {
+			for range n {
+				if _, err := env.js.PublishMsgAsync(&nats.Msg{Subject: "raw.async", Data: data}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			<-env.js.PublishAsyncComplete()
+		},
+		func(n int) {
+			for range n {
+				if _, err := env.bus.PublishAsync(ctx, "bench.async", data, facade.PublishOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			<-env.bus.JetStream().PublishAsyncComplete()
+		})
+}
+
+func BenchmarkPublishSyncLatency(b *testing.B) {
+	env := newBenchEnv(b)
+	data := payloadOf(128)
+	ctx := context.Background()
+	var rawLat, hubLat []time.Duration
+	compare(b, "msgs",
+		func(n int) {
+			for range n {
+				t0 := time.Now()
+				if _, err := env.js.Publish(ctx, "raw.sync", data); err != nil {
+					b.Fatal(err)
+				}
+				rawLat = append(rawLat, time.Since(t0))
+			}
+		},
+		func(n int) {
+			for range n {
+				t0 := time.Now()
+				if _, err := env.bus.Publish(ctx, "bench.sync", data, facade.PublishOptions{}); err != nil {
+					b.Fatal(err)
+				}
+				hubLat = append(hubLat, time.Since(t0))
+			}
+		})
+	rp50, rp99 := percentiles(rawLat)
+	hp50, hp99 := percentiles(hubLat)
+	b.ReportMetric(us(rp50), "raw-p50-µs")
+	b.ReportMetric(us(hp50), "hub-p50-µs")
+	b.ReportMetric(us(rp99), "raw-p99-µs")
+	b.ReportMetric(us(hp99), "hub-p99-µs")
+	b.ReportMetric(us(hp99-rp99), "p99-diff-µs")
+}
+
+func BenchmarkConsumeAck(b *testing.B) {
+	env := newBenchEnv(b)
+	data := payloadOf(128)
+	ctx := context.Background()
+	round := 0
+	// Both streams are filled before each timed pass, outside its time.
+	fill := func(n int) {
+		for range n {
+			env.js.PublishMsgAsync(&nats.Msg{Subject: "raw.consume", Data: data})
+			env.bus.PublishAsync(ctx, "bench.consume", data, facade.PublishOptions{})
+		}
+		<-env.js.PublishAsyncComplete()
+		<-env.bus.JetStream().PublishAsyncComplete()
+	}
+	filled := 0
+	need := func(n int) {
+		if filled < n {
+			fill(n - filled)
+			filled = n
+		}
+	}
+	compare(b, "msgs",
+		func(n int) {
+			need(n)
+			round++
+			cons, err := env.js.CreateConsumer(ctx, "RAW", njs.ConsumerConfig{
+				Durable: fmt.Sprintf("raw%d", round), AckPolicy: njs.AckExplicitPolicy,
+				FilterSubject: "raw.consume", MaxAckPending: 1000,
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var got atomic.Int64
+			done := make(chan struct{})
+			cc, err := cons.Consume(func(m njs.Msg) {
+				_ = m.Ack()
+				if got.Add(1) == int64(n) {
+					close(done)
+				}
+			}, njs.PullMaxMessages(100))
+			if err != nil {
+				b.Fatal(err)
+			}
+			<-done
+			cc.Stop()
+		},
+		func(n int) {
+			need(n)
+			round++
+			var got atomic.Int64
+			done := make(chan struct{})
+			unsub, err := env.bus.Subscribe(ctx, "bench.consume", fmt.Sprintf("hub%d", round),
+				func(context.Context, *facade.EventRecord, facade.DeliveryContext) error {
+					if got.Add(1) == int64(n) {
+						close(done)
+					}
+					return nil
+				}, facade.SubscribeOptions{From: facade.FromEarliest})
+			if err != nil {
+				b.Fatal(err)
+			}
+			<-done
+			_ = unsub(ctx)
+		})
+}
+
+func percentiles(d []time.Duration) (p50, p99 time.Duration) {
+	if len(d) == 0 {
+		return 0, 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)*50/100], s[min(len(s)*99/100, len(s)-1)]
+}
+
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }

@@ -1,0 +1,290 @@
+package jetstream_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/natstest"
+	"github.com/eventhub/eventhub/jetstream"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// nats.go's in-process connections keep a flusher until closed by the
+		// server side; the server's own goroutines end with Shutdown.
+		goleak.IgnoreTopFunction("github.com/nats-io/nats.go.(*Conn).flusher"),
+		goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).startGoRoutine"),
+	)
+}
+
+// newBus returns a bus on a fresh embedded server.
+func newBus(t testing.TB, cfg jetstream.Config) (*jetstream.Bus, *nats.Conn) {
+	t.Helper()
+	srv := natstest.RunEmbedded(t)
+	nc := natstest.InProcessConn(t, srv)
+	b, err := jetstream.New(nc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b, nc
+}
+
+func checkFor(t testing.TB, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v: %v", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func pub(t testing.TB, b facade.Publisher, topic, payload, key string) *facade.EventRecord {
+	t.Helper()
+	e, err := b.Publish(t.Context(), topic, json.RawMessage(payload), facade.PublishOptions{Key: key})
+	if err != nil {
+		t.Fatalf("publish %s: %v", topic, err)
+	}
+	return e
+}
+
+// TestStalledPullRecovers kills the NATS server under a consuming group and
+// starts it again: the pull loop must notice (heartbeats) and resume within
+// seconds, not after nats.go's 30 s default.
+func TestStalledPullRecovers(t *testing.T) {
+	p := natstest.StartProcess(t)
+	b, err := jetstream.Open(t.Context(), jetstream.OpenConfig{
+		URL:         p.URL(),
+		NATSOptions: []nats.Option{nats.ReconnectWait(100 * time.Millisecond)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	got := make(chan string, 10)
+	unsub, err := b.Subscribe(t.Context(), "stall.t", "g", func(_ context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
+		got <- string(e.Payload)
+		return nil
+	}, facade.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unsub(context.Background())
+	pub(t, b, "stall.t", `"before"`, "")
+	if v := <-got; v != `"before"` {
+		t.Fatal(v)
+	}
+	p.Stop() // killed: no goodbye to the client
+	p.Start()
+	start := time.Now()
+	checkFor(t, 15*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		_, err := b.Publish(ctx, "stall.t", json.RawMessage(`"after"`), facade.PublishOptions{})
+		return err
+	})
+	select {
+	case v := <-got:
+		if v != `"after"` {
+			t.Fatalf("got %s", v)
+		}
+		t.Logf("delivery resumed %v after the server came back", time.Since(start).Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("pull loop did not resume within 10 s of the server's return")
+	}
+}
+
+func TestCompactedTopic(t *testing.T) {
+	b, _ := newBus(t, jetstream.Config{Topics: []jetstream.TopicConfig{
+		{Pattern: "state.*", Compaction: true},
+		{Pattern: "hb.*", RetentionDays: 3},
+	}})
+	for i := range 50 {
+		pub(t, b, "state.proc", fmt.Sprintf(`{"v":%d}`, i), fmt.Sprintf("host:p:%d", i%5))
+	}
+	_, err := b.Publish(t.Context(), "state.proc", json.RawMessage(`1`), facade.PublishOptions{})
+	if !errors.Is(err, facade.ErrKeyRequired) {
+		t.Fatalf("unkeyed publish on compacted topic: %v", err)
+	}
+	name, err := b.JetStream().StreamNameBySubject(t.Context(), "state.proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := b.JetStream().Stream(t.Context(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.CachedInfo().State.Msgs; n != 5 {
+		t.Fatalf("compacted stream holds %d messages, want 5 (one per key)", n)
+	}
+	latest, err := b.LatestByKey(t.Context(), "state.proc", []string{"host:p:0", "host:p:4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(latest["host:p:0"].Payload) != `{"v":45}` || string(latest["host:p:4"].Payload) != `{"v":49}` {
+		t.Fatalf("latest %s %s", latest["host:p:0"].Payload, latest["host:p:4"].Payload)
+	}
+	pub(t, b, "hb.x", `1`, "")
+	name, _ = b.JetStream().StreamNameBySubject(t.Context(), "hb.x")
+	hs, _ := b.JetStream().Stream(t.Context(), name)
+	if got := hs.CachedInfo().Config.MaxAge; got != 72*time.Hour {
+		t.Fatalf("retentionDays 3 gave max age %v", got)
+	}
+}
+
+func TestFamilyStream(t *testing.T) {
+	b, _ := newBus(t, jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "fam.>", Stream: "FAMILY"}}})
+	got := make(chan *facade.EventRecord, 4)
+	h := func(_ context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error { got <- e; return nil }
+	for _, topic := range []string{"fam.a", "fam.a.b"} {
+		unsub, err := b.Subscribe(t.Context(), topic, "same-group", h, facade.SubscribeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = unsub(context.Background()) })
+	}
+	pub(t, b, "fam.a", `1`, "k")
+	pub(t, b, "fam.a.b", `2`, "")
+	seen := map[string]string{}
+	for range 2 {
+		e := <-got
+		seen[e.Topic] = string(e.Payload)
+	}
+	if seen["fam.a"] != "1" || seen["fam.a.b"] != "2" {
+		t.Fatalf("family topics delivered %v", seen)
+	}
+	for _, topic := range []string{"fam.a", "fam.a.b"} {
+		if name, _ := b.JetStream().StreamNameBySubject(t.Context(), topic); name != "FAMILY" {
+			t.Fatalf("%s is in stream %q", topic, name)
+		}
+	}
+}
+
+func TestOperatorStreamUsedAsIs(t *testing.T) {
+	b, nc := newBus(t, jetstream.Config{})
+	js, _ := njs.New(nc)
+	if _, err := js.CreateStream(t.Context(), njs.StreamConfig{Name: "OPS", Subjects: []string{"ops.>"}, Storage: njs.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(t.Context(), njs.StreamConfig{Name: "LEGACY", Subjects: []string{"legacy.one"}}); err != nil {
+		t.Fatal(err)
+	}
+	e := pub(t, b, "ops.a", `1`, "host:1")
+	raw, err := js.Stream(t.Context(), "OPS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := raw.GetMsg(t.Context(), e.Seq); err != nil || m.Subject != "ops.a._k.host:1" {
+		t.Fatalf("operator stream holds %v, %v", m, err)
+	}
+	pub(t, b, "legacy.one", `2`, "")
+	_, err = b.Publish(t.Context(), "legacy.one", json.RawMessage(`3`), facade.PublishOptions{Key: "k"})
+	if !errors.Is(err, facade.ErrBadKey) {
+		t.Fatalf("keyed publish to a stream that cannot hold keys: %v", err)
+	}
+	for name := range js.StreamNames(t.Context()).Name() {
+		if name != "OPS" && name != "LEGACY" {
+			t.Fatalf("the bus created stream %s instead of using the operator's", name)
+		}
+	}
+}
+
+func TestChildTopicCoexists(t *testing.T) {
+	b, _ := newBus(t, jetstream.Config{})
+	pub(t, b, "process.state", `{"s":1}`, "h:n:1")
+	pub(t, b, "process.state.snapshot", `{"s":2}`, "h:n:1")
+	pub(t, b, "process.state", `{"s":3}`, "")
+	for topic, want := range map[string]string{"process.state": `{"s":1}`, "process.state.snapshot": `{"s":2}`} {
+		l, err := b.LatestByKey(t.Context(), topic, []string{"h:n:1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(l["h:n:1"].Payload); got != want {
+			t.Fatalf("%s latest %s, want %s", topic, got, want)
+		}
+	}
+}
+
+func TestOpenEmbeddedModes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sc   jetstream.ServerConfig
+	}{
+		{"memory", jetstream.ServerConfig{Memory: true, Port: -1}},
+		{"sync always", jetstream.ServerConfig{DataDir: t.TempDir(), Port: -1, Sync: jetstream.SyncAlways}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := jetstream.Open(t.Context(), jetstream.OpenConfig{Server: tc.sc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := pub(t, b, "mode.t", `1`, "")
+			name, _ := b.JetStream().StreamNameBySubject(t.Context(), "mode.t")
+			s, _ := b.JetStream().Stream(t.Context(), name)
+			wantStorage := njs.FileStorage
+			if tc.sc.Memory {
+				wantStorage = njs.MemoryStorage
+			}
+			if s.CachedInfo().Config.Storage != wantStorage || e.Seq != 1 {
+				t.Fatalf("storage %v", s.CachedInfo().Config.Storage)
+			}
+			opts := b.Server().JetStreamConfig()
+			if tc.sc.Sync == jetstream.SyncAlways && !opts.SyncAlways {
+				t.Fatal("sync always not applied")
+			}
+			dir := b.Server().StoreDir()
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(dir); tc.sc.Memory && !os.IsNotExist(err) {
+				t.Fatalf("memory mode left %s behind", dir)
+			}
+		})
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     jetstream.Config
+		wantErr bool
+	}{
+		{"zero", jetstream.Config{}, false},
+		{"bad storage", jetstream.Config{Storage: "disk"}, true},
+		{"even replicas", jetstream.Config{Replicas: 2}, true},
+		{"topic without pattern", jetstream.Config{Topics: []jetstream.TopicConfig{{MaxAge: time.Hour}}}, true},
+		{"bad stream name", jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "a.>", Stream: "a.b"}}}, true},
+		{"ok topic", jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "a.>", Stream: "A", Compaction: true}}}, false},
+	}
+	for _, tc := range tests {
+		if err := tc.cfg.Validate(); (err != nil) != tc.wantErr {
+			t.Errorf("%s: err %v, want error %v", tc.name, err, tc.wantErr)
+		}
+	}
+	path := t.TempDir() + "/topics.yaml"
+	os.WriteFile(path, []byte("topics:\n  - pattern: process.state\n    compaction: true\n  - pattern: heartbeat.received\n    retentionDays: 3\n"), 0o644)
+	c, err := jetstream.LoadConfigFile(path)
+	if err != nil || len(c.Topics) != 2 || !c.Topics[0].Compaction || c.Topics[1].RetentionDays != 3 {
+		t.Fatalf("loaded %+v, %v", c, err)
+	}
+	os.WriteFile(path, []byte("topics:\n  - pattern: a\n    compacton: true\n"), 0o644)
+	if _, err := jetstream.LoadConfigFile(path); err == nil {
+		t.Fatal("a misspelt field was accepted")
+	}
+}
