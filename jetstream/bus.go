@@ -100,7 +100,7 @@ func Open(ctx context.Context, oc OpenConfig) (*Bus, error) {
 		}, oc.NATSOptions...)
 		nc, err := nats.Connect(oc.URL, opts...)
 		if err != nil {
-			return nil, fmt.Errorf("%w: connect %s: %w", facade.ErrUnavailable, redactURL(oc.URL), err)
+			return nil, fmt.Errorf("%w: connect %s: %w", facade.ErrUnavailable, RedactURL(oc.URL), err)
 		}
 		b, err := New(nc, oc.Bus)
 		if err != nil {

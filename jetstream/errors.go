@@ -35,8 +35,8 @@ func translate(err error) error {
 	return err
 }
 
-// redactURL removes credentials from NATS URLs before they are logged.
-func redactURL(u string) string {
+// RedactURL removes credentials from NATS URLs, for logs and errors.
+func RedactURL(u string) string {
 	parts := strings.Split(u, ",")
 	for i, p := range parts {
 		pu, err := url.Parse(strings.TrimSpace(p))

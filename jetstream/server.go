@@ -120,22 +120,25 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	return srv, nil
 }
 
-// slogAdapter writes nats-server's log lines to a slog.Logger.
+// slogAdapter writes nats-server's log lines to a slog.Logger (which the
+// caller labels, e.g. with a component attribute).
 type slogAdapter struct{ l *slog.Logger }
 
+// Noticef logs at debug: the server's notices (its banner, its listeners)
+// are details; the hub logs what an operator needs at info.
 func (a *slogAdapter) Noticef(format string, v ...any) {
-	a.l.Info(fmt.Sprintf(format, v...), "component", "nats-server")
+	a.l.Debug(fmt.Sprintf(format, v...))
 }
 func (a *slogAdapter) Warnf(format string, v ...any) {
-	a.l.Warn(fmt.Sprintf(format, v...), "component", "nats-server")
+	a.l.Warn(fmt.Sprintf(format, v...))
 }
 func (a *slogAdapter) Fatalf(format string, v ...any) {
-	a.l.Error(fmt.Sprintf(format, v...), "component", "nats-server")
+	a.l.Error(fmt.Sprintf(format, v...))
 }
 func (a *slogAdapter) Errorf(format string, v ...any) {
-	a.l.Error(fmt.Sprintf(format, v...), "component", "nats-server")
+	a.l.Error(fmt.Sprintf(format, v...))
 }
 func (a *slogAdapter) Debugf(format string, v ...any) {
-	a.l.Debug(fmt.Sprintf(format, v...), "component", "nats-server")
+	a.l.Debug(fmt.Sprintf(format, v...))
 }
 func (a *slogAdapter) Tracef(format string, v ...any) {}

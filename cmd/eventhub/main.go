@@ -1,0 +1,50 @@
+// Command eventhub runs the event hub: the event bus on an embedded (or
+// external) NATS JetStream server and the servers in front of it.
+//
+//	eventhub [serve] [flags]   run the hub (the default)
+//	eventhub version           print the version
+//
+// Every flag can also be set by the environment variable named in its help.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "eventhub:", err)
+		os.Exit(1)
+	}
+}
+
+// run is the whole program; main only supplies the process's context,
+// arguments, environment and output.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return serve(ctx, args, getenv, stderr)
+	case "version":
+		fmt.Fprintln(stdout, version())
+		return nil
+	case "help":
+		fmt.Fprintln(stdout, usage)
+		return nil
+	}
+	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+}
+
+const usage = `usage:
+  eventhub [serve] [flags]   run the hub (eventhub serve -h lists the flags)
+  eventhub version           print the version`

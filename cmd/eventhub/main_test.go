@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eventhub/eventhub/hub"
+)
+
+// syncBuffer is a bytes.Buffer safe for the logger and the test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestParseServe(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		check   func(t *testing.T, c hub.Config)
+		wantErr error
+		errText string
+	}{
+		{name: "defaults", check: func(t *testing.T, c hub.Config) {
+			if c.NATSURL != "" || c.NATSHost != "127.0.0.1" || c.NATSPort != 4222 || c.DataDir != "data" || c.Sync != "default" {
+				t.Fatalf("defaults %+v", c)
+			}
+		}},
+		{name: "environment", env: map[string]string{"NATS_URL": "nats://n:4222", "EVENTHUB_SYNC": "always", "EVENTHUB_MEMORY": "true"},
+			check: func(t *testing.T, c hub.Config) {
+				if c.NATSURL != "nats://n:4222" || c.Sync != "always" || !c.Memory {
+					t.Fatalf("env not applied: %+v", c)
+				}
+			}},
+		{name: "flag beats environment", args: []string{"-data-dir", "/x"}, env: map[string]string{"EVENTHUB_DATA_DIR": "/y"},
+			check: func(t *testing.T, c hub.Config) {
+				if c.DataDir != "/x" {
+					t.Fatalf("data dir %q", c.DataDir)
+				}
+			}},
+		{name: "nats port open beyond loopback", args: []string{"-nats-host", "0.0.0.0"}, wantErr: hub.ErrInsecureListen},
+		{name: "bad sync", args: []string{"-sync", "sometimes"}, errText: "sync"},
+		{name: "bad log level", args: []string{"-log-level", "loud"}, errText: "log level"},
+		{name: "stray argument", args: []string{"extra"}, errText: "unexpected arguments"},
+		{name: "missing config file", args: []string{"-config", "/nonexistent.yaml"}, errText: "read config"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			c, _, err := parseServe(tc.args, env(tc.env), &stderr)
+			switch {
+			case tc.wantErr != nil:
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("err %v, want %v", err, tc.wantErr)
+				}
+			case tc.errText != "":
+				if err == nil || !strings.Contains(err.Error(), tc.errText) {
+					t.Fatalf("err %v, want one mentioning %q", err, tc.errText)
+				}
+			default:
+				if err != nil {
+					t.Fatal(err)
+				}
+				tc.check(t, c)
+			}
+		})
+	}
+}
+
+func TestRunStartsAndStopsGracefully(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	var stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "-memory", "-nats-port", "-1", "-log-format", "json"}, env(nil), &bytes.Buffer{}, &stderr)
+	}()
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(stderr.String(), `"msg":"bus on embedded NATS"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("hub did not start:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(stderr.String(), `"durability":"none: memory storage"`) {
+		t.Fatalf("start-up log does not say which durability runs:\n%s", stderr.String())
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no graceful exit")
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	err := run(t.Context(), []string{"frobnicate"}, env(nil), &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "unknown command") {
+		t.Fatalf("err %v", err)
+	}
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"version"}, env(nil), &out, &bytes.Buffer{}); err != nil || out.Len() == 0 {
+		t.Fatalf("version: %v %q", err, out.String())
+	}
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"strings"
+
+	"github.com/eventhub/eventhub/hub"
+	"github.com/eventhub/eventhub/jetstream"
+)
+
+// flags binds flags whose defaults come from the environment.
+type flags struct {
+	fs     *flag.FlagSet
+	getenv func(string) string
+}
+
+func (f flags) str(p *string, name, env, def, help string) {
+	if v := f.getenv(env); v != "" {
+		def = v
+	}
+	f.fs.StringVar(p, name, def, help+" ($"+env+")")
+}
+
+func (f flags) int(p *int, name, env string, def int, help string) {
+	if v, err := strconv.Atoi(f.getenv(env)); err == nil {
+		def = v
+	}
+	f.fs.IntVar(p, name, def, help+" ($"+env+")")
+}
+
+func (f flags) bool(p *bool, name, env string, def bool, help string) {
+	if v, err := strconv.ParseBool(f.getenv(env)); err == nil {
+		def = v
+	}
+	f.fs.BoolVar(p, name, def, help+" ($"+env+")")
+}
+
+// parseServe turns flags and environment into a hub configuration.
+func parseServe(args []string, getenv func(string) string, stderr io.Writer) (hub.Config, *slog.Logger, error) {
+	var c hub.Config
+	var configFile, logLevel, logFormat string
+	fs := flag.NewFlagSet("eventhub serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f := flags{fs, getenv}
+	f.str(&c.NATSURL, "nats-url", "NATS_URL", "", "external NATS server or cluster URL(s); empty runs an embedded server")
+	f.str(&c.NATSCreds, "nats-creds", "NATS_CREDS", "", "credentials file for the external NATS server")
+	f.str(&c.NATSUser, "nats-user", "NATS_USER", "", "user for the external NATS server")
+	f.str(&c.NATSPassword, "nats-password", "NATS_PASSWORD", "", "password for the external NATS server")
+	f.str(&c.NATSToken, "nats-token", "NATS_TOKEN", "", "token for the external NATS server")
+	f.str(&c.DataDir, "data-dir", "EVENTHUB_DATA_DIR", "data", "embedded server: JetStream storage directory")
+	f.bool(&c.Memory, "memory", "EVENTHUB_MEMORY", false, "embedded server: keep everything in memory (throwaway runs)")
+	f.str(&c.NATSHost, "nats-host", "EVENTHUB_NATS_HOST", "127.0.0.1", "embedded server: host of the NATS client port")
+	f.int(&c.NATSPort, "nats-port", "EVENTHUB_NATS_PORT", 4222, "embedded server: NATS client port for existing NATS clients (-1 disables)")
+	f.str(&c.Sync, "sync", "EVENTHUB_SYNC", jetstream.SyncDefault, "embedded server durability: default (ack before fsync) or always (fsync every write)")
+	f.str(&configFile, "config", "EVENTHUB_CONFIG", "", "YAML file with topic stream settings")
+	f.str(&logLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")
+	f.str(&logFormat, "log-format", "LOG_FORMAT", "text", "text or json")
+	if err := fs.Parse(args); err != nil {
+		return c, nil, err
+	}
+	if fs.NArg() > 0 {
+		return c, nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	log, err := newLogger(stderr, logLevel, logFormat)
+	if err != nil {
+		return c, nil, err
+	}
+	c.Logger = log
+	if configFile != "" {
+		bc, err := jetstream.LoadConfigFile(configFile)
+		if err != nil {
+			return c, nil, err
+		}
+		c.Bus = bc
+	}
+	return c, log, c.Validate()
+}
+
+func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	c, log, err := parseServe(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	log.Info("eventhub starting", "version", version())
+	return hub.Run(ctx, c)
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: %w", level, err)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("log format %q: want text or json", format)
+}
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
