@@ -182,4 +182,3 @@ func natsAuth(c Config) []nats.Option {
 	}
 	return opts
 }
-
