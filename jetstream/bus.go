@@ -57,6 +57,9 @@ func New(nc *nats.Conn, cfg Config) (*Bus, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	if err := checkServerVersion(nc); err != nil {
+		return nil, err
+	}
 	js, err := jetstream.New(nc,
 		jetstream.WithPublishAsyncMaxPending(cfg.PublishAsyncMaxPending),
 		jetstream.WithDefaultTimeout(cfg.RequestTimeout),
@@ -243,4 +246,23 @@ func (b *Bus) isClosed() bool {
 	b.subsMu.Lock()
 	defer b.subsMu.Unlock()
 	return b.closed
+}
+
+// ErrServerTooOld is returned for NATS servers older than 2.14, which lack the
+// consumer reset that positions groups.
+var ErrServerTooOld = errors.New("jetstream: nats-server 2.14 or newer is required (consumer reset)")
+
+func checkServerVersion(nc *nats.Conn) error {
+	v := nc.ConnectedServerVersion()
+	if v == "" {
+		return nil // not connected yet; the first API call reports problems
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(v, "%d.%d", &major, &minor); err != nil {
+		return nil
+	}
+	if major < 2 || major == 2 && minor < 14 {
+		return fmt.Errorf("%w: connected to %s", ErrServerTooOld, v)
+	}
+	return nil
 }
