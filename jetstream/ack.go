@@ -86,6 +86,7 @@ func (s *subscription) deadLetter(d *delivery, reason string) {
 		_ = d.msg.NakWithDelay(s.b.cfg.MaxRetryBackoff)
 		return
 	}
+	s.obs.DeadLettered()
 	s.b.log.Warn("event dead-lettered", "topic", e.Topic, "group", s.group, "id", e.ID, "attempts", d.attempt, "reason", h["dlq_reason"])
 	if err := d.msg.Term(); err != nil {
 		s.b.log.Warn("term", "topic", e.Topic, "group", s.group, "id", e.ID, "err", err)

@@ -50,26 +50,40 @@ func newBenchEnv(b *testing.B) *benchEnv {
 
 // compare times raw and hub for n operations each, alternating in rounds.
 func compare(b *testing.B, unit string, raw, hub func(n int)) {
+	compareNamed(b, unit, "raw", raw, "hub", hub)
+}
+
+// compareNamed times two paths alternately and reports both rates and the
+// ratio second/first.
+func compareNamed(b *testing.B, unit, rawName string, raw func(n int), hubName string, hub func(n int)) {
 	const rounds = 4
 	n := max(b.N/rounds, 1)
 	raw(min(n, 200)) // warm up both paths (stream creation, connections)
 	hub(min(n, 200))
 	var rawD, hubD time.Duration
 	b.ResetTimer()
-	for range rounds {
+	timed := func(f func(int)) time.Duration {
 		t0 := time.Now()
-		raw(n)
-		rawD += time.Since(t0)
-		t0 = time.Now()
-		hub(n)
-		hubD += time.Since(t0)
+		f(n)
+		return time.Since(t0)
+	}
+	// ABBA order: whichever path runs second in a round starts while the
+	// server is still flushing the first one's writes.
+	for r := range rounds {
+		if r%2 == 0 {
+			rawD += timed(raw)
+			hubD += timed(hub)
+		} else {
+			hubD += timed(hub)
+			rawD += timed(raw)
+		}
 	}
 	b.StopTimer()
 	rawRate := float64(n*rounds) / rawD.Seconds()
 	hubRate := float64(n*rounds) / hubD.Seconds()
-	b.ReportMetric(rawRate, "raw-"+unit+"/s")
-	b.ReportMetric(hubRate, "hub-"+unit+"/s")
-	b.ReportMetric(hubRate/rawRate, "hub/raw")
+	b.ReportMetric(rawRate, rawName+"-"+unit+"/s")
+	b.ReportMetric(hubRate, hubName+"-"+unit+"/s")
+	b.ReportMetric(hubRate/rawRate, hubName+"/"+rawName)
 }
 
 func payloadOf(size int) json.RawMessage {

@@ -45,6 +45,8 @@ type Config struct {
 	IDSkew time.Duration `yaml:"idSkew"`
 	// Logger receives the bus's logs; nil discards them.
 	Logger *slog.Logger `yaml:"-"`
+	// Observer receives the bus's events for metrics; nil observes nothing.
+	Observer Observer `yaml:"-"`
 }
 
 // TopicConfig configures the stream of the topics matching Pattern.
@@ -162,6 +164,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
 	}
 	return c
 }

@@ -34,6 +34,7 @@ func (b *Bus) Publish(ctx context.Context, topic string, payload json.RawMessage
 		return nil, fmt.Errorf("publish %s: %w", topic, translate(err))
 	}
 	e.Seq = ack.Sequence
+	ti.obs.Published()
 	return e, nil
 }
 
@@ -66,7 +67,7 @@ func (b *Bus) prepare(ctx context.Context, topic string, payload json.RawMessage
 // PublishAsync implements [facade.AsyncPublisher]. It blocks while
 // Config.PublishAsyncMaxPending publishes are unacknowledged.
 func (b *Bus) PublishAsync(ctx context.Context, topic string, payload json.RawMessage, opts facade.PublishOptions) (facade.PublishFuture, error) {
-	e, msg, _, err := b.prepare(ctx, topic, payload, &opts)
+	e, msg, ti, err := b.prepare(ctx, topic, payload, &opts)
 	if err != nil {
 		return nil, err
 	}
@@ -74,6 +75,7 @@ func (b *Bus) PublishAsync(ctx context.Context, topic string, payload json.RawMe
 	if err != nil {
 		return nil, fmt.Errorf("publish %s: %w", topic, translate(err))
 	}
+	ti.obs.Published()
 	return &future{e: e, f: f}, nil
 }
 

@@ -24,6 +24,7 @@ type topicInfo struct {
 	shared bool
 	// filters are the consumer filter subjects of the topic.
 	filters []string
+	obs     TopicObserver
 }
 
 // topic returns the stream information for topic, creating the stream on
@@ -109,6 +110,7 @@ func (b *Bus) topicFromStream(ctx context.Context, topic string, s jetstream.Str
 		name:      info.Config.Name,
 		compacted: info.Config.MaxMsgsPerSubject == 1,
 		filters:   []string{topic},
+		obs:       b.cfg.Observer.Topic(topic),
 	}
 	keyedName, err := b.js.StreamNameBySubject(ctx, keyedPrefix(topic)+"x")
 	if err == nil && keyedName == ti.name {

@@ -29,6 +29,7 @@ type subscription struct {
 	mu       sync.Mutex
 	inflight map[string]*delivery // by event id
 	floor    floorTracker
+	obs      GroupObserver
 
 	stopOnce sync.Once
 	stopErr  error
@@ -100,6 +101,7 @@ func (b *Bus) subscribeOne(ctx context.Context, topic, group string, handler fac
 		sem:      make(chan struct{}, opts.MaxInFlight),
 		done:     make(chan struct{}),
 		inflight: make(map[string]*delivery),
+		obs:      b.cfg.Observer.Group(topic, group),
 	}
 	s.floor.reset(b.cursorOf(ctx, ti, cons.CachedInfo().AckFloor.Stream))
 
@@ -203,10 +205,13 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 		_ = msg.Ack()
 		return
 	}
+	s.obs.Delivered()
+	t0 := time.Now()
 	if !s.admit(d) {
 		_ = msg.Nak()
 		return
 	}
+	s.obs.Waited(time.Since(t0))
 	dc := facade.DeliveryContext{
 		Group:       s.group,
 		Attempt:     d.attempt,
@@ -238,6 +243,7 @@ func (s *subscription) admit(d *delivery) bool {
 	s.mu.Lock()
 	s.inflight[d.rec.ID] = d
 	s.mu.Unlock()
+	s.obs.InFlight(1)
 	s.floor.push(d.rec)
 	return true
 }
@@ -254,6 +260,7 @@ func (s *subscription) take(d *delivery) bool {
 	delete(s.inflight, d.rec.ID)
 	s.mu.Unlock()
 	<-s.sem
+	s.obs.InFlight(-1)
 	return true
 }
 
@@ -267,13 +274,16 @@ func (s *subscription) takeID(id string) *delivery {
 	s.mu.Unlock()
 	if ok {
 		<-s.sem
+		s.obs.InFlight(-1)
 	}
 	return d
 }
 
 func (s *subscription) handle(d *delivery, dc facade.DeliveryContext) {
 	defer s.hwg.Done()
+	t0 := time.Now()
 	err := s.call(d.rec, dc)
+	s.obs.Handled(time.Since(t0))
 	if err == nil && s.opts.ManualAck {
 		return // stays in flight until Ack or Nack
 	}
@@ -303,11 +313,13 @@ func (s *subscription) ack(d *delivery) {
 		s.b.log.Warn("ack", "topic", s.ti.topic, "group", s.group, "id", d.rec.ID, "err", err)
 		return
 	}
+	s.obs.Acked(time.Since(time.UnixMilli(d.rec.TS)))
 	s.floor.ack(d.rec.Seq)
 }
 
 // fail hands d back for another attempt, or dead-letters it after the last.
 func (s *subscription) fail(d *delivery, reason string) {
+	s.obs.Nacked()
 	if d.attempt >= s.opts.MaxAttempts {
 		s.deadLetter(d, reason)
 		return

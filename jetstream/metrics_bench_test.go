@@ -1,0 +1,72 @@
+package jetstream_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/natstest"
+	"github.com/eventhub/eventhub/jetstream"
+	"github.com/eventhub/eventhub/metrics"
+)
+
+// BenchmarkMetricsOverhead runs the publish and consume paths with Prometheus
+// metrics off and on, alternating, and reports on/off (target ≥ 0.95).
+func BenchmarkMetricsOverhead(b *testing.B) {
+	srv := natstest.RunEmbedded(b)
+	m, err := metrics.New(prometheus.NewRegistry(), metrics.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	off, err := jetstream.New(natstest.InProcessConn(b, srv), jetstream.Config{PublishAsyncMaxPending: benchWindow})
+	if err != nil {
+		b.Fatal(err)
+	}
+	on, err := jetstream.New(natstest.InProcessConn(b, srv), jetstream.Config{PublishAsyncMaxPending: benchWindow, Observer: m})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { off.Close(); on.Close() })
+	data := payloadOf(128)
+	ctx := context.Background()
+	publish := func(bus *jetstream.Bus, topic string) func(int) {
+		return func(n int) {
+			for range n {
+				if _, err := bus.PublishAsync(ctx, topic, data, facade.PublishOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			<-bus.JetStream().PublishAsyncComplete()
+		}
+	}
+	b.Run("publish", func(b *testing.B) {
+		compareNamed(b, "msgs", "off", publish(off, "mo.off"), "on", publish(on, "mo.on"))
+	})
+	round := 0
+	consume := func(bus *jetstream.Bus, topic string) func(int) {
+		return func(n int) {
+			publish(bus, topic)(n)
+			round++
+			var got atomic.Int64
+			done := make(chan struct{})
+			unsub, err := bus.Subscribe(ctx, topic, fmt.Sprintf("g%d", round), func(context.Context, *facade.EventRecord, facade.DeliveryContext) error {
+				if got.Add(1) == int64(n) {
+					close(done)
+				}
+				return nil
+			}, facade.SubscribeOptions{From: facade.FromEarliest})
+			if err != nil {
+				b.Fatal(err)
+			}
+			<-done
+			_ = unsub(ctx)
+		}
+	}
+	b.Run("publish+consume", func(b *testing.B) {
+		compareNamed(b, "msgs", "off", consume(off, "mc.off"), "on", consume(on, "mc.on"))
+	})
+}
