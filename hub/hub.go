@@ -12,8 +12,10 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/jetstream"
 )
 
@@ -39,6 +41,10 @@ type Config struct {
 
 	// Topics configures streams (see jetstream.TopicConfig).
 	Bus jetstream.Config
+
+	// Auth turns on authentication for every way in; off, every listener
+	// stays on loopback.
+	Auth auth.Config
 
 	// ShutdownTimeout bounds graceful shutdown (default 30s).
 	ShutdownTimeout time.Duration
@@ -72,8 +78,8 @@ var ErrInsecureListen = errors.New("hub: refusing to listen beyond loopback with
 // Validate reports settings that cannot work or are unsafe.
 func (c Config) Validate() error {
 	c = c.withDefaults()
-	if c.NATSURL == "" && c.NATSPort != -1 && !IsLoopback(c.NATSHost) {
-		return fmt.Errorf("%w: the embedded NATS client port on %s (native NATS auth is not configured; keep it on 127.0.0.1 or disable it with port -1)", ErrInsecureListen, c.NATSHost)
+	if c.NATSURL == "" && c.NATSPort != -1 && !IsLoopback(c.NATSHost) && !c.Auth.Enabled() {
+		return fmt.Errorf("%w: the embedded NATS client port on %s (configure a token or JWT auth, keep it on 127.0.0.1, or disable it with port -1)", ErrInsecureListen, c.NATSHost)
 	}
 	switch c.Sync {
 	case jetstream.SyncDefault, jetstream.SyncAlways:
@@ -95,9 +101,12 @@ func IsLoopback(host string) bool {
 
 // Hub is a running hub.
 type Hub struct {
-	cfg Config
-	log *slog.Logger
-	Bus *jetstream.Bus
+	cfg  Config
+	log  *slog.Logger
+	Bus  *jetstream.Bus
+	Auth *auth.Authenticator
+
+	cancel context.CancelFunc // ends background work (JWKS refresh)
 }
 
 // Start starts the hub's components and returns once they are ready.
@@ -107,6 +116,12 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 	}
 	cfg = cfg.withDefaults()
 	log := cfg.Logger
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	au, err := auth.New(bg, cfg.Auth)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
 	bc := cfg.Bus
 	bc.Logger = log
 	oc := jetstream.OpenConfig{URL: cfg.NATSURL, Bus: bc}
@@ -117,12 +132,23 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 			DataDir: cfg.DataDir, Memory: cfg.Memory, Host: cfg.NATSHost, Port: cfg.NATSPort,
 			Sync: cfg.Sync, Logger: log.With("component", "nats-server"),
 		}
+		if au.Configured() {
+			na := auth.NewNATS(au, log.With("component", "nats-auth"), nil)
+			oc.Server.Options = &server.Options{CustomClientAuthentication: na}
+			oc.NATSOptions = []nats.Option{nats.Token(na.HubToken())}
+		}
 	}
 	bus, err := jetstream.Open(ctx, oc)
 	if err != nil {
+		au.Close()
+		cancel()
 		return nil, err
 	}
-	h := &Hub{cfg: cfg, log: log, Bus: bus}
+	h := &Hub{cfg: cfg, log: log, Bus: bus, Auth: au, cancel: cancel}
+	if err := bus.Provision(ctx); err != nil {
+		_ = h.Shutdown(context.WithoutCancel(ctx))
+		return nil, err
+	}
 	h.logStart()
 	return h, nil
 }
@@ -147,12 +173,20 @@ func (h *Hub) logStart() {
 	if srv := h.Bus.Server(); srv != nil && c.NATSPort != -1 {
 		nats = srv.ClientURL()
 	}
-	h.log.Info("bus on embedded NATS", "storage", storage, "sync", c.Sync, "durability", durability, "nats_clients", nats)
+	natsAuth := "none: loopback only"
+	if h.Auth.Configured() {
+		natsAuth = "hub tokens (static or JWT) mapped to subject permissions"
+	}
+	h.log.Info("bus on embedded NATS", "storage", storage, "sync", c.Sync, "durability", durability,
+		"nats_clients", nats, "nats_auth", natsAuth)
 }
 
 // Shutdown stops the hub's components in reverse start order.
 func (h *Hub) Shutdown(ctx context.Context) error {
-	return h.Bus.Shutdown(ctx)
+	err := h.Bus.Shutdown(ctx)
+	h.Auth.Close()
+	h.cancel()
+	return err
 }
 
 // Run starts the hub, waits until ctx ends, then shuts it down within

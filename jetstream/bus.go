@@ -82,8 +82,9 @@ type OpenConfig struct {
 	// URL of an external NATS server or cluster (comma-separated). Empty:
 	// start an embedded server with Server.
 	URL string
-	// NATSOptions are applied to the connection to an external server
-	// (credentials, TLS, name).
+	// NATSOptions are applied to the bus's connection: credentials, TLS and
+	// the like for an external server; the hub's own credentials for an
+	// embedded server whose clients must authenticate.
 	NATSOptions []nats.Option
 	// Server configures the embedded server.
 	Server ServerConfig
@@ -132,7 +133,7 @@ func Open(ctx context.Context, oc OpenConfig) (*Bus, error) {
 			os.RemoveAll(srv.StoreDir())
 		}
 	}
-	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name("eventhub"))
+	nc, err := nats.Connect("", append([]nats.Option{nats.InProcessServer(srv), nats.Name("eventhub")}, oc.NATSOptions...)...)
 	if err != nil {
 		stop()
 		return nil, fmt.Errorf("jetstream: in-process connect: %w", err)

@@ -148,6 +148,29 @@ func TestCompactedTopic(t *testing.T) {
 	}
 }
 
+func TestProvision(t *testing.T) {
+	b, _ := newBus(t, jetstream.Config{Topics: []jetstream.TopicConfig{
+		{Pattern: "prov.literal", Compaction: true},
+		{Pattern: "prov.fam.>", Stream: "PROVFAM"},
+		{Pattern: "prov.wild.*"},
+	}})
+	if err := b.Provision(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for subject, want := range map[string]string{"prov.literal._k.x": "", "prov.fam.a.b": "PROVFAM"} {
+		name, err := b.JetStream().StreamNameBySubject(t.Context(), subject)
+		if err != nil || (want != "" && name != want) {
+			t.Fatalf("%s: stream %q, %v", subject, name, err)
+		}
+	}
+	if _, err := b.JetStream().StreamNameBySubject(t.Context(), "prov.wild.x"); err == nil {
+		t.Fatal("a wildcard topic pattern was provisioned")
+	}
+	if err := b.Provision(t.Context()); err != nil {
+		t.Fatalf("provisioning twice: %v", err)
+	}
+}
+
 func TestFamilyStream(t *testing.T) {
 	b, _ := newBus(t, jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "fam.>", Stream: "FAMILY"}}})
 	got := make(chan *facade.EventRecord, 4)

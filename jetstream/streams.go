@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -121,4 +122,30 @@ func (b *Bus) topicFromStream(ctx context.Context, topic string, s jetstream.Str
 	subs := info.Config.Subjects
 	ti.shared = !(len(subs) == 2 && subs[0] == topic && subs[1] == keyedWildcard(topic))
 	return ti, nil
+}
+
+// Provision creates the streams of configured topics now instead of on first
+// use: every topic pattern without wildcards, and every family stream. Then
+// plain NATS clients can publish to those topics before the hub has touched
+// them. Streams that exist already are left as they are.
+func (b *Bus) Provision(ctx context.Context) error {
+	ctx, cancel := b.withTimeout(ctx)
+	defer cancel()
+	for _, tc := range b.cfg.Topics {
+		switch {
+		case tc.Stream != "":
+			if _, err := b.js.Stream(ctx, tc.Stream); err == nil {
+				continue
+			}
+			if _, err := b.js.CreateStream(ctx, b.cfg.streamConfig(tc.Pattern, tc)); err != nil &&
+				!errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				return fmt.Errorf("provision stream %s: %w", tc.Stream, translate(err))
+			}
+		case !strings.ContainsAny(tc.Pattern, "*>"):
+			if _, err := b.topic(ctx, tc.Pattern); err != nil {
+				return fmt.Errorf("provision %s: %w", tc.Pattern, err)
+			}
+		}
+	}
+	return nil
 }

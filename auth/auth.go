@@ -1,0 +1,134 @@
+// Package auth is the hub's authentication for every way in: WebSocket AUTH
+// frames, HTTP bearer tokens (publish and ops endpoints) and native NATS
+// clients of the embedded server. A token is either the static token
+// (WS_TOKEN, wide open) or a JWT verified by package acl; either way it yields
+// an [Identity] whose ACL policy is bound to that one connection or request,
+// never to the process.
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/eventhub/eventhub/acl"
+)
+
+// Config says which tokens are accepted. With neither Token nor JWT
+// configured, authentication is off ([Authenticator.Configured] is false)
+// and the hub only listens on loopback.
+type Config struct {
+	// Token is the static token; it grants StaticPolicy (default: everything).
+	Token string
+	// StaticPolicy is what the static token may do; nil allows everything.
+	StaticPolicy *acl.Policy
+	// JWT verifies bearer JWTs; used when its Secret or JWKSURL is set.
+	JWT acl.VerifierConfig
+}
+
+func (c Config) jwtConfigured() bool { return len(c.JWT.Secret) > 0 || c.JWT.JWKSURL != "" }
+
+// Enabled reports whether the configuration turns authentication on.
+func (c Config) Enabled() bool { return c.Token != "" || c.jwtConfigured() }
+
+// Identity is who a token belongs to and what it may do. It satisfies the
+// gateway's Principal interface.
+type Identity struct {
+	Subject string
+	Policy  *acl.CompiledPolicy
+	// Expires is when the token stops being valid; zero for the static
+	// token.
+	Expires time.Time
+	// Static is true for the static token.
+	Static bool
+}
+
+// Allow reports whether action on topic (and group, for subscribe) is
+// allowed.
+func (id *Identity) Allow(action, topic, group string) bool {
+	return id.Policy.Allowed(acl.Action(action), topic, group)
+}
+
+// ExpiresAt is when the identity's token expires (zero: never).
+func (id *Identity) ExpiresAt() time.Time { return id.Expires }
+
+// Authenticator checks tokens. It is safe for concurrent use.
+type Authenticator struct {
+	static       [32]byte
+	hasStatic    bool
+	staticPolicy *acl.CompiledPolicy
+	verifier     *acl.Verifier
+}
+
+// New builds an Authenticator; with a JWKS URL it fetches the keys first and
+// keeps refreshing them until Close, under ctx.
+func New(ctx context.Context, cfg Config) (*Authenticator, error) {
+	a := &Authenticator{staticPolicy: acl.AllowAll()}
+	if cfg.Token != "" {
+		if len(cfg.Token) < 16 {
+			return nil, fmt.Errorf("auth: the static token must be at least 16 characters")
+		}
+		a.static = sha256.Sum256([]byte(cfg.Token))
+		a.hasStatic = true
+		if cfg.StaticPolicy != nil {
+			p, err := acl.CompilePolicy(*cfg.StaticPolicy)
+			if err != nil {
+				return nil, fmt.Errorf("auth: static token policy: %w", err)
+			}
+			a.staticPolicy = p
+		}
+	}
+	if cfg.jwtConfigured() {
+		v, err := acl.NewVerifier(ctx, cfg.JWT)
+		if err != nil {
+			return nil, fmt.Errorf("auth: %w", err)
+		}
+		a.verifier = v
+	}
+	return a, nil
+}
+
+// Configured reports whether any authentication is on.
+func (a *Authenticator) Configured() bool { return a != nil && (a.hasStatic || a.verifier != nil) }
+
+// Close stops the JWKS refresh, if any.
+func (a *Authenticator) Close() {
+	if a != nil && a.verifier != nil {
+		a.verifier.Close()
+	}
+}
+
+// ErrNoAuth is returned by Authenticate when authentication is off.
+var ErrNoAuth = errors.New("auth: not configured")
+
+// Authenticate checks token. Errors are acl's coded errors (bad_token,
+// token_expired, …) and never contain the token.
+func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Identity, error) {
+	if !a.Configured() {
+		return nil, ErrNoAuth
+	}
+	if token == "" {
+		return nil, acl.ErrTokenMissing
+	}
+	if a.hasStatic {
+		h := sha256.Sum256([]byte(token))
+		if subtle.ConstantTimeCompare(h[:], a.static[:]) == 1 {
+			return &Identity{Subject: "static-token", Policy: a.staticPolicy, Static: true}, nil
+		}
+		if a.verifier == nil {
+			return nil, acl.ErrTokenMalformed
+		}
+	}
+	claims, err := a.verifier.Verify(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	p, err := claims.CompiledPolicy()
+	if err != nil {
+		return nil, err
+	}
+	return &Identity{Subject: claims.Subject, Policy: p, Expires: claims.ExpiresAt}, nil
+}

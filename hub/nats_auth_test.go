@@ -1,0 +1,142 @@
+package hub_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventhub/eventhub/acl"
+	"github.com/eventhub/eventhub/auth"
+	"github.com/eventhub/eventhub/hub"
+)
+
+var secret = []byte("0123456789abcdef0123456789abcdef")
+
+func startHub(t *testing.T, cfg hub.Config) *hub.Hub {
+	t.Helper()
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	h, err := hub.Start(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Shutdown(t.Context()) })
+	return h
+}
+
+func mint(t *testing.T, ttl time.Duration, scopes ...string) string {
+	t.Helper()
+	tok, err := acl.MintHS256(secret, acl.MintClaims{Subject: "svc", Scopes: scopes, TTL: ttl}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func TestNativeNATSClientsNeedTokens(t *testing.T) {
+	h := startHub(t, hub.Config{Auth: auth.Config{JWT: acl.VerifierConfig{Secret: secret}}})
+	url := h.Bus.Server().ClientURL()
+	// The hub's own in-process connection works with full rights.
+	for _, topic := range []string{"process.state", "heartbeat.received"} {
+		if _, err := h.Bus.Publish(t.Context(), topic, []byte(`{"ok":1}`), facadeOpts()); err != nil {
+			t.Fatalf("hub's own publish: %v", err)
+		}
+	}
+
+	if nc, err := nats.Connect(url); err == nil {
+		nc.Close()
+		t.Fatal("a native client without credentials was accepted")
+	}
+	if nc, err := nats.Connect(url, nats.Token("not-a-jwt")); err == nil {
+		nc.Close()
+		t.Fatal("a native client with a bad token was accepted")
+	}
+	if nc, err := nats.Connect(url, nats.Token(mint(t, time.Minute, "publish:a.**.c"))); err == nil {
+		nc.Close()
+		t.Fatal("a policy NATS cannot express was accepted")
+	}
+
+	errs := make(chan error, 10)
+	tok := mint(t, time.Minute, "publish:heartbeat.*", "subscribe:heartbeat.*")
+	nc, err := nats.Connect(url, nats.UserInfo("any", tok), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		errs <- err
+	}))
+	if err != nil {
+		t.Fatalf("a valid token was refused: %v", err)
+	}
+	defer nc.Close()
+	js, _ := njs.New(nc)
+	// Allowed: a JetStream-acknowledged publish, plain and keyed.
+	if _, err := js.Publish(t.Context(), "heartbeat.received", []byte(`{"pid":1}`)); err != nil {
+		t.Fatalf("allowed publish: %v", err)
+	}
+	if _, err := js.Publish(t.Context(), "heartbeat.received._k.h:n:1", []byte(`{"pid":1}`)); err != nil {
+		t.Fatalf("allowed keyed publish: %v", err)
+	}
+	// Refused: another topic, and the JetStream API.
+	nc.Publish("process.state", []byte(`{"forged":true}`))
+	nc.Flush()
+	waitErr(t, errs, "Publish to")
+	if _, err := nc.SubscribeSync("process.state"); err == nil {
+		nc.Flush()
+		waitErr(t, errs, "Subscription to")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	if _, err := js.AccountInfo(ctx); err == nil {
+		t.Fatal("the JetStream API was open to a native client")
+	}
+	// Nothing forged reached the stream.
+	name, err := h.Bus.JetStream().StreamNameBySubject(t.Context(), "process.state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := h.Bus.JetStream().Stream(t.Context(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.CachedInfo().State.Msgs; n != 1 {
+		t.Fatalf("process.state holds %d messages, want only the hub's 1", n)
+	}
+}
+
+func TestNativeNATSConnectionEndsWithToken(t *testing.T) {
+	h := startHub(t, hub.Config{Auth: auth.Config{JWT: acl.VerifierConfig{Secret: secret, Leeway: time.Millisecond}}})
+	closed := make(chan struct{})
+	nc, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mint(t, 2*time.Second, "subscribe:x")),
+		nats.NoReconnect(), nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	select {
+	case <-closed:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the connection outlived its token")
+	}
+}
+
+func TestInsecureListenRefused(t *testing.T) {
+	_, err := hub.Start(t.Context(), hub.Config{DataDir: t.TempDir(), NATSHost: "0.0.0.0"})
+	if !errors.Is(err, hub.ErrInsecureListen) {
+		t.Fatalf("err %v, want ErrInsecureListen", err)
+	}
+}
+
+func waitErr(t *testing.T, errs chan error, want string) {
+	t.Helper()
+	select {
+	case err := <-errs:
+		if !strings.Contains(err.Error(), "Permissions Violation") || !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %v, want a permissions violation for %s", err, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no permissions violation for %s", want)
+	}
+}
