@@ -2,6 +2,7 @@
 // external) NATS JetStream server and the servers in front of it.
 //
 //	eventhub [serve] [flags]   run the hub (the default)
+//	eventhub token -scopes S   mint a development HS256 token
 //	eventhub version           print the version
 //
 // Every flag can also be set by the environment variable named in its help.
@@ -35,6 +36,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch cmd {
 	case "serve":
 		return serve(ctx, args, getenv, stderr)
+	case "token":
+		return token(args, getenv, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, version())
 		return nil
@@ -47,4 +50,5 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 const usage = `usage:
   eventhub [serve] [flags]   run the hub (eventhub serve -h lists the flags)
+  eventhub token -scopes S   mint a development HS256 token signed with $JWT_SECRET
   eventhub version           print the version`

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventhub/eventhub/acl"
 	"github.com/eventhub/eventhub/hub"
 )
 
@@ -123,5 +124,41 @@ func TestUnknownCommand(t *testing.T) {
 	var out bytes.Buffer
 	if err := run(t.Context(), []string{"version"}, env(nil), &out, &bytes.Buffer{}); err != nil || out.Len() == 0 {
 		t.Fatalf("version: %v %q", err, out.String())
+	}
+}
+
+func TestTokenMintsVerifiableJWT(t *testing.T) {
+	secret := "0123456789abcdef0123456789abcdef"
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"token", "-scopes", "publish:heartbeat.*,subscribe:process.**", "-ttl", "10m"},
+		env(map[string]string{"JWT_SECRET": secret}), &out, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := acl.NewVerifier(t.Context(), acl.VerifierConfig{Secret: []byte(secret)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	claims, err := v.Verify(t.Context(), strings.TrimSpace(out.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := claims.CompiledPolicy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Allowed(acl.ActionPublish, "heartbeat.received", "") || p.Allowed(acl.ActionPublish, "process.state", "") ||
+		!p.Allowed(acl.ActionSubscribe, "process.state", "ops") {
+		t.Fatalf("minted token's rights are wrong: %+v", claims.Scopes)
+	}
+	for _, args := range [][]string{{"token", "-scopes", "publish:x"}, {"token", "-scopes", "bogus"}} {
+		e := map[string]string{"JWT_SECRET": secret}
+		if args[2] == "publish:x" {
+			e = nil
+		}
+		if err := run(t.Context(), args, env(e), &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
+			t.Fatalf("%v: no error", args)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/eventhub/eventhub/hub"
 	"github.com/eventhub/eventhub/jetstream"
@@ -32,6 +33,13 @@ func (f flags) int(p *int, name, env string, def int, help string) {
 		def = v
 	}
 	f.fs.IntVar(p, name, def, help+" ($"+env+")")
+}
+
+func (f flags) dur(p *time.Duration, name, env string, def time.Duration, help string) {
+	if v, err := time.ParseDuration(f.getenv(env)); err == nil {
+		def = v
+	}
+	f.fs.DurationVar(p, name, def, help+" ($"+env+")")
 }
 
 func (f flags) bool(p *bool, name, env string, def bool, help string) {
@@ -59,6 +67,13 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (hu
 	f.int(&c.NATSPort, "nats-port", "EVENTHUB_NATS_PORT", 4222, "embedded server: NATS client port for existing NATS clients (-1 disables)")
 	f.str(&c.Sync, "sync", "EVENTHUB_SYNC", jetstream.SyncDefault, "embedded server durability: default (ack before fsync) or always (fsync every write)")
 	f.str(&configFile, "config", "EVENTHUB_CONFIG", "", "YAML file with topic stream settings")
+	var jwtSecret string
+	f.str(&c.Auth.Token, "ws-token", "WS_TOKEN", "", "static token (at least 16 characters) that grants everything, for WS, HTTP and native NATS clients")
+	f.str(&jwtSecret, "jwt-secret", "JWT_SECRET", "", "HS256 secret (at least 32 bytes) of accepted JWTs")
+	f.str(&c.Auth.JWT.JWKSURL, "jwt-jwks-url", "JWT_JWKS_URL", "", "JWKS URL of the keys of accepted RS256/ES256/EdDSA JWTs")
+	f.str(&c.Auth.JWT.Audience, "jwt-aud", "JWT_AUD", "", "required JWT audience")
+	f.str(&c.Auth.JWT.Issuer, "jwt-iss", "JWT_ISS", "", "required JWT issuer")
+	f.dur(&c.Auth.JWT.Leeway, "jwt-leeway", "JWT_LEEWAY", 5*time.Second, "clock leeway for exp/nbf")
 	f.str(&logLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")
 	f.str(&logFormat, "log-format", "LOG_FORMAT", "text", "text or json")
 	if err := fs.Parse(args); err != nil {
@@ -72,6 +87,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (hu
 		return c, nil, err
 	}
 	c.Logger = log
+	c.Auth.JWT.Secret = []byte(jwtSecret)
 	if configFile != "" {
 		bc, err := jetstream.LoadConfigFile(configFile)
 		if err != nil {
