@@ -1,0 +1,158 @@
+package facade_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eventhub/eventhub/facade"
+)
+
+func TestValidateTopic(t *testing.T) {
+	tests := []struct {
+		topic   string
+		wantErr bool
+	}{
+		{"heartbeat.received", false},
+		{"process.state.snapshot", false},
+		{"a", false},
+		{"Upper-case_and:colon.x1", false},
+		{"", true},
+		{".a", true},
+		{"a.", true},
+		{"a..b", true},
+		{"a.*", true},
+		{"a.>", true},
+		{"a b", true},
+		{"a._k", true},
+		{"_x", true},
+		{"ü", true},
+		{"a/b", true},
+		{strings.Repeat("a", 65), true},
+		{strings.Repeat("a.", 16) + "a", true},
+		{strings.Repeat("abcdefghij.", 23) + "abcdefghij", true}, // 263 bytes
+	}
+	for _, tc := range tests {
+		err := facade.ValidateTopic(tc.topic)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("ValidateTopic(%q) = %v, want error %v", tc.topic, err, tc.wantErr)
+		}
+		if err != nil && !errors.Is(err, facade.ErrBadTopic) {
+			t.Errorf("ValidateTopic(%q) error %v does not wrap ErrBadTopic", tc.topic, err)
+		}
+	}
+}
+
+func TestValidateGroupAndKey(t *testing.T) {
+	for _, g := range []string{"ops", "a.b:c/d", "ünïcode"} {
+		if err := facade.ValidateGroup(g); err != nil {
+			t.Errorf("group %q: %v", g, err)
+		}
+	}
+	for _, g := range []string{"", "a b", "tab\t", strings.Repeat("g", 129), "\xff"} {
+		if err := facade.ValidateGroup(g); !errors.Is(err, facade.ErrBadGroup) {
+			t.Errorf("group %q: %v, want ErrBadGroup", g, err)
+		}
+	}
+	for _, k := range []string{"", "host:name:1", "with space", "ü"} {
+		if err := facade.ValidateKey(k); err != nil {
+			t.Errorf("key %q: %v", k, err)
+		}
+	}
+	for _, k := range []string{"\xff", strings.Repeat("k", facade.MaxKeyLen+1)} {
+		if err := facade.ValidateKey(k); !errors.Is(err, facade.ErrBadKey) {
+			t.Errorf("key %.20q: %v, want ErrBadKey", k, err)
+		}
+	}
+}
+
+func TestSubscribeOptions(t *testing.T) {
+	d := facade.SubscribeOptions{}.WithDefaults()
+	if d.From != "latest" || d.BatchSize != 100 || d.MaxInFlight != 1000 || d.AckTimeout() != 30*time.Second || d.MaxAttempts != 5 {
+		t.Fatalf("defaults %+v", d)
+	}
+	bad := []facade.SubscribeOptions{
+		{From: "yesterday"}, {From: "ts"}, {From: "afterId"}, {BatchSize: -1}, {MaxInFlight: 1 << 30},
+		{AckTimeoutMs: 5}, {MaxAttempts: -2}, {Topics: []string{"bad topic"}},
+	}
+	for _, o := range bad {
+		if err := o.Validate(); err == nil {
+			t.Errorf("%+v accepted", o)
+		}
+	}
+	var o facade.SubscribeOptions
+	if err := json.Unmarshal([]byte(`{"from":"afterId","afterId":"x","batchSize":5,"maxInFlight":7,"ackTimeoutMs":1500,"maxAttempts":2,"manualAck":true,"topics":["a.b"]}`), &o); err != nil {
+		t.Fatal(err)
+	}
+	if o.From != "afterId" || o.AfterID != "x" || o.BatchSize != 5 || o.MaxInFlight != 7 || o.AckTimeoutMs != 1500 || o.MaxAttempts != 2 || !o.ManualAck || o.Topics[0] != "a.b" {
+		t.Fatalf("the specification's option names do not decode: %+v", o)
+	}
+}
+
+func TestErrorCodes(t *testing.T) {
+	err := fmt.Errorf("publish x: %w", fmt.Errorf("%w: details", facade.ErrBadPayload))
+	if !errors.Is(err, facade.ErrBadPayload) || errors.Is(err, facade.ErrBadTopic) {
+		t.Fatal("errors.Is does not match by code")
+	}
+	if !errors.Is(&facade.Error{Code: "bad_topic", Msg: "other text"}, facade.ErrBadTopic) {
+		t.Fatal("an Error with the same code does not match")
+	}
+	var fe *facade.Error
+	if !errors.As(err, &fe) || fe.Code != "bad_payload" {
+		t.Fatalf("code not reachable: %v", fe)
+	}
+}
+
+func TestIDs(t *testing.T) {
+	before := time.Now().Add(-time.Millisecond)
+	a, b := facade.NewID(), facade.NewID()
+	if a == b || a > b {
+		t.Fatalf("ids %s, %s not unique and ordered", a, b)
+	}
+	ts, ok := facade.IDTime(a)
+	if !ok || ts.Before(before.Truncate(time.Millisecond)) || ts.After(time.Now()) {
+		t.Fatalf("IDTime(%s) = %v, %v", a, ts, ok)
+	}
+	if _, ok := facade.IDTime("550e8400-e29b-41d4-a716-446655440000"); ok {
+		t.Fatal("a uuidv4 has no time")
+	}
+	if facade.DeadLetterTopic("a.b") != "a.b.dlq" {
+		t.Fatal(facade.DeadLetterTopic("a.b"))
+	}
+}
+
+type recorder struct{ got json.RawMessage }
+
+func (r *recorder) Publish(_ context.Context, _ string, p json.RawMessage, _ facade.PublishOptions) (*facade.EventRecord, error) {
+	r.got = p
+	return &facade.EventRecord{Payload: p}, nil
+}
+
+func TestTypedHelpers(t *testing.T) {
+	type hb struct {
+		PID  int    `json:"pid"`
+		Name string `json:"name"`
+	}
+	var r recorder
+	if _, err := facade.PublishJSON(t.Context(), &r, "t", hb{1, "stt"}, facade.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if string(r.got) != `{"pid":1,"name":"stt"}` {
+		t.Fatalf("published %s", r.got)
+	}
+	var seen hb
+	h := facade.HandleJSON(func(_ context.Context, _ *facade.EventRecord, v hb, _ facade.DeliveryContext) error {
+		seen = v
+		return nil
+	})
+	if err := h(t.Context(), &facade.EventRecord{Payload: r.got}, facade.DeliveryContext{}); err != nil || seen.Name != "stt" {
+		t.Fatalf("typed handler: %v %+v", err, seen)
+	}
+	if err := h(t.Context(), &facade.EventRecord{Payload: json.RawMessage(`"not an object"`)}, facade.DeliveryContext{}); err == nil {
+		t.Fatal("a payload of the wrong shape did not fail the delivery")
+	}
+}
