@@ -36,7 +36,9 @@ var (
 	ErrBadPayload = &Error{Code: "bad_payload", Msg: "payload is not valid JSON"}
 	// ErrBadKey: the key is too long or not valid UTF-8.
 	ErrBadKey = &Error{Code: "bad_key", Msg: "invalid key"}
-	// ErrBadID: an event id is not a UUID.
+	// ErrBadID: an event id is empty, longer than 128 bytes or not printable
+	// ASCII. Ids should be uuidv7 (what NewID makes): only those can be found
+	// by time (afterId, SetCursor by id).
 	ErrBadID = &Error{Code: "bad_id", Msg: "invalid event id"}
 	// ErrInvalidOption: a publish or subscribe option is out of range.
 	ErrInvalidOption = &Error{Code: "bad_request", Msg: "invalid option"}

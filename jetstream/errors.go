@@ -27,7 +27,8 @@ func translate(err error) error {
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse),
 		errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, nats.ErrConnectionReconnecting),
-		errors.Is(err, nats.ErrNoServers):
+		errors.Is(err, nats.ErrNoServers), errors.Is(err, nats.ErrDisconnected),
+		errors.Is(err, jetstream.ErrTooManyStalledMsgs), errors.Is(err, jetstream.ErrAsyncPublishTimeout):
 		return fmt.Errorf("%w: %w", facade.ErrUnavailable, err)
 	case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrConsumerNotFound):
 		return fmt.Errorf("%w: %w", facade.ErrNotFound, err)

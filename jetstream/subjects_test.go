@@ -1,9 +1,16 @@
 package jetstream
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventhub/eventhub/facade"
 )
 
 func TestKeyEncoding(t *testing.T) {
@@ -88,5 +95,13 @@ func TestSynthID(t *testing.T) {
 	}
 	if _, ok := synthSeq("01a204db-9096-7abc-8000-000000000001"); ok {
 		t.Fatal("a random uuidv7 was taken for a synthesised id")
+	}
+}
+
+func TestTranslateUnavailable(t *testing.T) {
+	for _, err := range []error{nats.ErrDisconnected, jetstream.ErrTooManyStalledMsgs, jetstream.ErrAsyncPublishTimeout, nats.ErrNoResponders} {
+		if got := translate(fmt.Errorf("x: %w", err)); !errors.Is(got, facade.ErrUnavailable) {
+			t.Errorf("translate(%v) = %v, want ErrUnavailable", err, got)
+		}
 	}
 }
