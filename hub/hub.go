@@ -10,13 +10,18 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/nats-io/nats.go"
 
 	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/jetstream"
+	"github.com/eventhub/eventhub/metrics"
+	"github.com/eventhub/eventhub/outbox"
 )
 
 // Config configures a hub. The zero value runs an embedded NATS server with
@@ -46,6 +51,21 @@ type Config struct {
 	// stays on loopback.
 	Auth auth.Config
 
+	// Host is the listen host of the hub's HTTP servers (default
+	// 127.0.0.1). Beyond loopback it needs Auth.
+	Host string
+	// OpsPort serves /metrics and the ops endpoints (0: a free port, -1:
+	// none).
+	OpsPort int
+
+	// OutboxURL, when set, runs an outbox drainer inside the hub on that
+	// database (postgres://… or a SQLite path).
+	OutboxURL string
+	Outbox    outbox.Config
+
+	// Metrics bounds the metrics' label cardinality.
+	Metrics metrics.Config
+
 	// ShutdownTimeout bounds graceful shutdown (default 30s).
 	ShutdownTimeout time.Duration
 
@@ -55,6 +75,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.NATSHost == "" {
 		c.NATSHost = "127.0.0.1"
+	}
+	if c.Host == "" {
+		c.Host = "127.0.0.1"
 	}
 	if c.Sync == "" {
 		c.Sync = jetstream.SyncDefault
@@ -81,6 +104,9 @@ func (c Config) Validate() error {
 	if c.NATSURL == "" && c.NATSPort != -1 && !IsLoopback(c.NATSHost) && !c.Auth.Enabled() {
 		return fmt.Errorf("%w: the embedded NATS client port on %s (configure a token or JWT auth, keep it on 127.0.0.1, or disable it with port -1)", ErrInsecureListen, c.NATSHost)
 	}
+	if !IsLoopback(c.Host) && !c.Auth.Enabled() {
+		return fmt.Errorf("%w: HTTP and WebSocket servers on %s (set WS_TOKEN or JWT auth, or keep them on 127.0.0.1)", ErrInsecureListen, c.Host)
+	}
 	switch c.Sync {
 	case jetstream.SyncDefault, jetstream.SyncAlways:
 	default:
@@ -101,12 +127,18 @@ func IsLoopback(host string) bool {
 
 // Hub is a running hub.
 type Hub struct {
-	cfg  Config
-	log  *slog.Logger
-	Bus  *jetstream.Bus
-	Auth *auth.Authenticator
+	cfg      Config
+	log      *slog.Logger
+	Bus      *jetstream.Bus
+	Auth     *auth.Authenticator
+	Registry *prometheus.Registry
+	Metrics  *metrics.Metrics
 
-	cancel context.CancelFunc // ends background work (JWKS refresh)
+	servers servers
+	drainer *outbox.Drainer
+	outbox  *outbox.Store
+	bg      sync.WaitGroup // background components
+	cancel  context.CancelFunc
 }
 
 // Start starts the hub's components and returns once they are ready.
@@ -122,8 +154,17 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 		cancel()
 		return nil, err
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m, err := metrics.New(reg, cfg.Metrics)
+	if err != nil {
+		au.Close()
+		cancel()
+		return nil, err
+	}
 	bc := cfg.Bus
 	bc.Logger = log
+	bc.Observer = m
 	oc := jetstream.OpenConfig{URL: cfg.NATSURL, Bus: bc}
 	if cfg.NATSURL != "" {
 		oc.NATSOptions = natsAuth(cfg)
@@ -144,8 +185,11 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 		cancel()
 		return nil, err
 	}
-	h := &Hub{cfg: cfg, log: log, Bus: bus, Auth: au, cancel: cancel}
-	if err := bus.Provision(ctx); err != nil {
+	h := &Hub{cfg: cfg, log: log, Bus: bus, Auth: au, Registry: reg, Metrics: m, cancel: cancel}
+	if srv := bus.Server(); srv != nil {
+		reg.MustRegister(metrics.NewServerCollector(srv))
+	}
+	if err := h.startComponents(ctx, bg); err != nil {
 		_ = h.Shutdown(context.WithoutCancel(ctx))
 		return nil, err
 	}
@@ -181,12 +225,74 @@ func (h *Hub) logStart() {
 		"nats_clients", nats, "nats_auth", natsAuth)
 }
 
-// Shutdown stops the hub's components in reverse start order.
+// startComponents provisions configured topics and starts what runs in
+// front of and beside the bus.
+func (h *Hub) startComponents(ctx, bg context.Context) error {
+	c := h.cfg
+	if err := h.Bus.Provision(ctx); err != nil {
+		return err
+	}
+	if c.OutboxURL != "" {
+		if err := h.startOutbox(ctx, bg); err != nil {
+			return err
+		}
+	}
+	if c.OpsPort != -1 {
+		if err := h.servers.serve("ops", c.Host, c.OpsPort, h.opsHandler(), h.fail); err != nil {
+			return err
+		}
+		h.log.Info("ops listening", "addr", h.servers.addr("ops"), "auth", h.Auth.Configured())
+	}
+	return nil
+}
+
+func (h *Hub) startOutbox(ctx, bg context.Context) error {
+	st, err := outbox.Open(ctx, h.cfg.OutboxURL)
+	if err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	oc := h.cfg.Outbox
+	oc.Logger = h.log
+	d, err := outbox.NewDrainer(st, h.Bus, oc)
+	if err != nil {
+		st.Close()
+		return err
+	}
+	h.outbox, h.drainer = st, d
+	h.Registry.MustRegister(metrics.NewOutboxCollector(d, st))
+	h.bg.Go(func() {
+		if err := d.Run(bg); err != nil && !errors.Is(err, context.Canceled) {
+			h.fail(fmt.Errorf("outbox drainer: %w", err))
+		}
+	})
+	h.log.Info("outbox drainer running", "table", st.Table(), "dialect", st.Dialect(),
+		"retry_horizon", d.Config().RetryHorizon(),
+		"note", "outbox topics need a duplicate window of at least the retry horizon")
+	return nil
+}
+
+// fail logs a component's failure.
+func (h *Hub) fail(err error) { h.log.Error("component failed", "err", err) }
+
+// Addr returns the bound address of a listener ("ops", "ws", "http"), or "".
+func (h *Hub) Addr(name string) string { return h.servers.addr(name) }
+
+// Shutdown stops the hub's components in reverse start order: listeners,
+// the outbox drainer, the bus (handing unacked events back), then auth.
 func (h *Hub) Shutdown(ctx context.Context) error {
-	err := h.Bus.Shutdown(ctx)
-	h.Auth.Close()
+	var errs []error
+	errs = append(errs, h.servers.shutdown(ctx))
+	if h.drainer != nil {
+		errs = append(errs, h.drainer.Shutdown(ctx))
+	}
 	h.cancel()
-	return err
+	h.bg.Wait()
+	if h.outbox != nil {
+		errs = append(errs, h.outbox.Close())
+	}
+	errs = append(errs, h.Bus.Shutdown(ctx))
+	h.Auth.Close()
+	return errors.Join(errs...)
 }
 
 // Run starts the hub, waits until ctx ends, then shuts it down within

@@ -67,6 +67,9 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (hu
 	f.int(&c.NATSPort, "nats-port", "EVENTHUB_NATS_PORT", 4222, "embedded server: NATS client port for existing NATS clients (-1 disables)")
 	f.str(&c.Sync, "sync", "EVENTHUB_SYNC", jetstream.SyncDefault, "embedded server durability: default (ack before fsync) or always (fsync every write)")
 	f.str(&configFile, "config", "EVENTHUB_CONFIG", "", "YAML file with topic stream settings")
+	f.str(&c.Host, "host", "EVENTHUB_HOST", "127.0.0.1", "listen host of the WebSocket, HTTP and ops servers (beyond loopback only with auth)")
+	f.int(&c.OpsPort, "ops-port", "OPS_PORT", 8082, "ops port: /metrics, /healthz, /readyz and the ops endpoints (-1 disables)")
+	f.str(&c.OutboxURL, "outbox-db", "OUTBOX_DB_URL", "", "run an outbox drainer on this database (postgres://… or a SQLite file)")
 	var jwtSecret string
 	f.str(&c.Auth.Token, "ws-token", "WS_TOKEN", "", "static token (at least 16 characters) that grants everything, for WS, HTTP and native NATS clients")
 	f.str(&jwtSecret, "jwt-secret", "JWT_SECRET", "", "HS256 secret (at least 32 bytes) of accepted JWTs")

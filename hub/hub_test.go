@@ -1,0 +1,104 @@
+package hub_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eventhub/eventhub/auth"
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/hub"
+	"github.com/eventhub/eventhub/outbox"
+)
+
+func get(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestMetricsEndpoint(t *testing.T) {
+	h := startHub(t, hub.Config{})
+	if _, err := h.Bus.Publish(t.Context(), "ops.m", json.RawMessage(`1`), facade.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, body := get(t, "http://"+h.Addr("ops")+"/metrics", "")
+	if code != 200 || !strings.Contains(body, `events_published_total{topic="ops.m"} 1`) || !strings.Contains(body, "nats_jetstream_up 1") {
+		t.Fatalf("metrics %d:\n%.2000s", code, body)
+	}
+}
+
+func TestOpsRequireAuthWhenOn(t *testing.T) {
+	const token = "a-static-token-of-length"
+	h := startHub(t, hub.Config{Auth: auth.Config{Token: token}})
+	if code, _ := get(t, "http://"+h.Addr("ops")+"/metrics", ""); code != http.StatusUnauthorized {
+		t.Fatalf("metrics without a token: %d", code)
+	}
+	if code, _ := get(t, "http://"+h.Addr("ops")+"/metrics", "wrong-token-of-some-length"); code != http.StatusUnauthorized {
+		t.Fatalf("metrics with a wrong token: %d", code)
+	}
+	if code, _ := get(t, "http://"+h.Addr("ops")+"/metrics", token); code != 200 {
+		t.Fatalf("metrics with the token: %d", code)
+	}
+	if code, _ := get(t, "http://"+h.Addr("ops")+"/healthz", ""); code != 200 {
+		t.Fatalf("healthz: %d", code)
+	}
+}
+
+func TestOutboxDrainerInsideHub(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "svc.db")
+	h := startHub(t, hub.Config{OutboxURL: db, Outbox: outbox.Config{PollInterval: 20 * time.Millisecond}})
+	got := make(chan *facade.EventRecord, 1)
+	unsub, err := h.Bus.Subscribe(t.Context(), "orders.created", "audit", func(_ context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
+		got <- e
+		return nil
+	}, facade.SubscribeOptions{From: facade.FromEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unsub(context.Background())
+
+	// The service side: its own connection to the same database.
+	st, err := outbox.Open(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	tx, err := st.DB().BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := st.Add(t.Context(), tx, outbox.Record{Topic: "orders.created", Payload: json.RawMessage(`{"order":7}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-got:
+		if e.ID != id || string(e.Payload) != `{"order":7}` {
+			t.Fatalf("event %s %s, want %s", e.ID, e.Payload, id)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the hub's drainer did not publish the committed record")
+	}
+	code, body := get(t, "http://"+h.Addr("ops")+"/metrics", "")
+	if code != 200 || !strings.Contains(body, "outbox_sent_total") {
+		t.Fatalf("outbox metrics missing: %d", code)
+	}
+}
