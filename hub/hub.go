@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/nats-io/nats.go"
 
 	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/jetstream"
