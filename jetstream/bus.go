@@ -178,7 +178,7 @@ func (b *Bus) JetStream() jetstream.JetStream { return b.js }
 
 // Ready reports whether JetStream answers within ctx.
 func (b *Bus) Ready(ctx context.Context) error {
-	if b.nc.IsClosed() {
+	if b.isClosed() || b.nc.IsClosed() {
 		return facade.ErrClosed
 	}
 	return b.ping(ctx)

@@ -209,15 +209,31 @@ func (b *Bus) resolveID(ctx context.Context, ti *topicInfo, id string) (uint64, 
 	if err != nil {
 		return 0, err
 	}
-	oc, err := ti.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: ti.filters,
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    from,
-		HeadersOnly:    true,
-	})
+	// One ephemeral headers-only consumer, deleted on return (an ordered
+	// consumer would make a new server-side consumer per fetch and leave the
+	// last one behind).
+	cc := jetstream.ConsumerConfig{
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       from,
+		AckPolicy:         jetstream.AckNonePolicy,
+		HeadersOnly:       true,
+		MemoryStorage:     true,
+		InactiveThreshold: 30 * time.Second,
+	}
+	if len(ti.filters) == 1 {
+		cc.FilterSubject = ti.filters[0]
+	} else {
+		cc.FilterSubjects = ti.filters
+	}
+	oc, err := ti.stream.CreateConsumer(ctx, cc)
 	if err != nil {
 		return 0, fmt.Errorf("locate %s: %w", id, translate(err))
 	}
+	defer func() {
+		dctx, cancel := b.withTimeout(context.WithoutCancel(ctx))
+		defer cancel()
+		_ = ti.stream.DeleteConsumer(dctx, oc.CachedInfo().Name)
+	}()
 	limit := t.Add(b.cfg.IDSkew)
 	for {
 		batch, err := oc.FetchNoWait(512)

@@ -311,3 +311,35 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal("a misspelt field was accepted")
 	}
 }
+
+// TestAfterIDLeavesNoConsumer: resolving an id must not leave server-side
+// consumers behind.
+func TestAfterIDLeavesNoConsumer(t *testing.T) {
+	b, _ := newBus(t, jetstream.Config{})
+	var last *facade.EventRecord
+	for range 20 {
+		last = pub(t, b, "rid.t", `1`, "")
+	}
+	unsub, err := b.Subscribe(t.Context(), "rid.t", "g", func(context.Context, *facade.EventRecord, facade.DeliveryContext) error { return nil },
+		facade.SubscribeOptions{From: facade.FromAfterID, AfterID: last.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unsub(context.Background())
+	name, _ := b.JetStream().StreamNameBySubject(t.Context(), "rid.t")
+	s, _ := b.JetStream().Stream(t.Context(), name)
+	info, err := s.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Consumers != 1 {
+		t.Fatalf("%d consumers on the stream, want only the group's", info.State.Consumers)
+	}
+	if err := b.Ready(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if err := b.Ready(t.Context()); err == nil {
+		t.Fatal("a closed bus reports ready")
+	}
+}

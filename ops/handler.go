@@ -1,0 +1,107 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/jetstream"
+)
+
+// Handler serves the ops endpoints. It is an http.Handler (routing with
+// its own ServeMux); [Handler.Register] mounts the same routes on another
+// mux instead. It is safe for concurrent use and starts no goroutine that
+// outlives a request, so it needs no Close.
+type Handler struct {
+	cfg     Config
+	bus     *jetstream.Bus
+	log     *slog.Logger
+	mux     *http.ServeMux
+	replays chan struct{} // semaphore of running replays
+}
+
+// Routes of the ops endpoints, as ServeMux patterns.
+var routes = []string{
+	"GET /healthz", "GET /readyz", "GET /topics", "GET /cursors", "GET /lag",
+	"GET /latest-by-key", "GET /replay",
+}
+
+// New returns a Handler for cfg, or the error of [Config.Validate].
+func New(cfg Config) (*Handler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	h := &Handler{
+		cfg:     cfg,
+		bus:     cfg.Bus,
+		log:     cfg.Logger,
+		replays: make(chan struct{}, cfg.MaxConcurrentReplays),
+	}
+	h.mux = http.NewServeMux()
+	h.Register(h.mux)
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		h.writeError(w, r, fmt.Errorf("%w: no endpoint %s", facade.ErrNotFound, r.URL.Path))
+	})
+	return h, nil
+}
+
+// ServeHTTP routes a request to its endpoint.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mux.ServeHTTP(w, r)
+}
+
+// Register mounts the endpoints on mux (patterns "GET /cursors" and so on,
+// each behind Config.Authorize). It panics, as ServeMux does, if mux
+// already has one of the patterns.
+func (h *Handler) Register(mux *http.ServeMux) {
+	handlers := map[string]http.HandlerFunc{
+		"GET /healthz":       h.healthz,
+		"GET /readyz":        h.readyz,
+		"GET /topics":        h.topics,
+		"GET /cursors":       h.cursors,
+		"GET /lag":           h.lag,
+		"GET /latest-by-key": h.latestByKey,
+		"GET /replay":        h.replay,
+	}
+	for _, pattern := range routes {
+		fn := handlers[pattern]
+		probe := pattern == "GET /healthz" || pattern == "GET /readyz"
+		if h.cfg.Authorize != nil && (!probe || h.cfg.AuthorizeProbes) {
+			mux.Handle(pattern, h.authorized(fn))
+		} else {
+			mux.Handle(pattern, fn)
+		}
+	}
+}
+
+// authorized runs Config.Authorize before next.
+func (h *Handler) authorized(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h.cfg.Authorize(r); err != nil {
+			if !errors.Is(err, ErrForbidden) {
+				err = fmt.Errorf("%w: %w", ErrUnauthorized, err)
+			}
+			h.writeError(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// requestContext bounds a JSON endpoint's JetStream calls.
+func (h *Handler) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), h.cfg.RequestTimeout)
+}
+
+// msTime converts a time to epoch milliseconds, 0 for the zero time.
+func msTime(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
