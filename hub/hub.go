@@ -197,21 +197,30 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 	return h, nil
 }
 
+// durability says what a stored event survives, for the start-up log and
+// /readyz.
+func (h *Hub) durability() string {
+	c := h.cfg
+	switch {
+	case c.NATSURL != "":
+		return "as configured on the NATS servers (sync_interval, stream replicas)"
+	case c.Memory:
+		return "none: memory storage, nothing survives a restart"
+	case c.Sync == jetstream.SyncAlways:
+		return "sync always: every write is fsynced before it is acknowledged; events survive power loss"
+	}
+	return "sync default: a publish is acknowledged before it is on disk; events survive a killed process, not a power cut (fsync every 2 min)"
+}
+
 func (h *Hub) logStart() {
 	c := h.cfg
 	if c.NATSURL != "" {
-		h.log.Info("bus on external NATS", "url", jetstream.RedactURL(c.NATSURL),
-			"durability", "as configured on the NATS servers (sync_interval, stream replicas)")
+		h.log.Info("bus on external NATS", "url", jetstream.RedactURL(c.NATSURL), "durability", h.durability())
 		return
-	}
-	durability := "default: a publish is acknowledged before it is on disk; events survive a killed process, not a power cut (fsync every 2 min)"
-	if c.Sync == jetstream.SyncAlways {
-		durability = "always: every write is fsynced before it is acknowledged; events survive power loss"
 	}
 	storage := "file in " + c.DataDir
 	if c.Memory {
-		storage = "memory (nothing survives a restart)"
-		durability = "none: memory storage"
+		storage = "memory"
 	}
 	nats := "disabled"
 	if srv := h.Bus.Server(); srv != nil && c.NATSPort != -1 {
@@ -221,7 +230,7 @@ func (h *Hub) logStart() {
 	if h.Auth.Configured() {
 		natsAuth = "hub tokens (static or JWT) mapped to subject permissions"
 	}
-	h.log.Info("bus on embedded NATS", "storage", storage, "sync", c.Sync, "durability", durability,
+	h.log.Info("bus on embedded NATS", "storage", storage, "sync", c.Sync, "durability", h.durability(),
 		"nats_clients", nats, "nats_auth", natsAuth)
 }
 
@@ -238,7 +247,11 @@ func (h *Hub) startComponents(ctx, bg context.Context) error {
 		}
 	}
 	if c.OpsPort != -1 {
-		if err := h.servers.serve("ops", c.Host, c.OpsPort, h.opsHandler(), h.fail); err != nil {
+		oh, err := h.opsHandler()
+		if err != nil {
+			return err
+		}
+		if err := h.servers.serve("ops", c.Host, c.OpsPort, oh, h.fail); err != nil {
 			return err
 		}
 		h.log.Info("ops listening", "addr", h.servers.addr("ops"), "auth", h.Auth.Configured())

@@ -36,6 +36,12 @@ func TestMetricsEndpoint(t *testing.T) {
 	if _, err := h.Bus.Publish(t.Context(), "ops.m", json.RawMessage(`1`), facade.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	if code, body := get(t, "http://"+h.Addr("ops")+"/readyz", ""); code != 200 || !strings.Contains(body, "sync default") {
+		t.Fatalf("readyz %d %s", code, body)
+	}
+	if code, body := get(t, "http://"+h.Addr("ops")+"/topics", ""); code != 200 || !strings.Contains(body, "ops.m") {
+		t.Fatalf("topics %d %s", code, body)
+	}
 	code, body := get(t, "http://"+h.Addr("ops")+"/metrics", "")
 	if code != 200 || !strings.Contains(body, `events_published_total{topic="ops.m"} 1`) || !strings.Contains(body, "nats_jetstream_up 1") {
 		t.Fatalf("metrics %d:\n%.2000s", code, body)

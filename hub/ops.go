@@ -1,21 +1,42 @@
 package hub
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/eventhub/eventhub/ops"
 )
 
-// opsHandler serves the ops port: /metrics, and health.
-func (h *Hub) opsHandler() http.Handler {
+// opsHandler serves the ops port: /metrics, the ops endpoints and replay
+// (package ops), /healthz and /readyz. With auth on, everything but the
+// probes needs a bearer token.
+func (h *Hub) opsHandler() (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", h.requireAuth(promhttp.HandlerFor(h.Registry, promhttp.HandlerOpts{})))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"status":"ok"}`))
-	})
-	return mux
+	oc := ops.Config{Bus: h.Bus, Durability: h.durability(), Logger: h.log.With("component", "ops")}
+	if h.Auth.Configured() {
+		oc.Authorize = func(r *http.Request) error {
+			tok, ok := bearer(r)
+			if !ok {
+				h.Metrics.AuthFailure("ops", "no_token")
+				return errors.New("a bearer token is required")
+			}
+			if _, err := h.Auth.Authenticate(r.Context(), tok); err != nil {
+				h.Metrics.AuthFailure("ops", "bad_token")
+				return err
+			}
+			return nil
+		}
+	}
+	oh, err := ops.New(oc)
+	if err != nil {
+		return nil, err
+	}
+	oh.Register(mux)
+	return mux, nil
 }
 
 // requireAuth admits requests with a valid bearer token when auth is on.

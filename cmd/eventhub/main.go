@@ -2,6 +2,7 @@
 // external) NATS JetStream server and the servers in front of it.
 //
 //	eventhub [serve] [flags]   run the hub (the default)
+//	eventhub export -topic T   export a topic's events as NDJSON
 //	eventhub token -scopes S   mint a development HS256 token
 //	eventhub version           print the version
 //
@@ -36,6 +37,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch cmd {
 	case "serve":
 		return serve(ctx, args, getenv, stderr)
+	case "export":
+		return export(ctx, args, getenv, stdout, stderr)
 	case "token":
 		return token(args, getenv, stdout, stderr)
 	case "version":
@@ -50,5 +53,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 const usage = `usage:
   eventhub [serve] [flags]   run the hub (eventhub serve -h lists the flags)
+  eventhub export -topic T   write a topic's events (-from, -to, -limit) as NDJSON to -out
   eventhub token -scopes S   mint a development HS256 token signed with $JWT_SECRET
   eventhub version           print the version`

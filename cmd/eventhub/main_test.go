@@ -3,13 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/eventhub/eventhub/acl"
+	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/hub"
 )
 
@@ -102,7 +105,7 @@ func TestRunStartsAndStopsGracefully(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if !strings.Contains(stderr.String(), `"durability":"none: memory storage"`) {
+	if !strings.Contains(stderr.String(), `"durability":"none: memory storage, nothing survives a restart"`) {
 		t.Fatalf("start-up log does not say which durability runs:\n%s", stderr.String())
 	}
 	cancel()
@@ -159,6 +162,36 @@ func TestTokenMintsVerifiableJWT(t *testing.T) {
 		}
 		if err := run(t.Context(), args, env(e), &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
 			t.Fatalf("%v: no error", args)
+		}
+	}
+}
+
+func TestExportFromStoppedHubDataDir(t *testing.T) {
+	dir := t.TempDir()
+	h, err := hub.Start(t.Context(), hub.Config{DataDir: dir, NATSPort: -1, OpsPort: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := h.Bus.Publish(t.Context(), "exp.t", []byte(fmt.Sprintf(`{"n":%d}`, i)), facade.PublishOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if err := run(t.Context(), []string{"export", "-data-dir", dir, "-topic", "exp.t", "-from", "seq:2", "-to", "seq:4"}, env(nil), &out, &errOut); err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("exported %d lines:\n%s", len(lines), out.String())
+	}
+	for i, l := range lines {
+		var e facade.EventRecord
+		if err := json.Unmarshal([]byte(l), &e); err != nil || string(e.Payload) != fmt.Sprintf(`{"n":%d}`, i+1) || e.Topic != "exp.t" {
+			t.Fatalf("line %d: %s (%v)", i, l, err)
 		}
 	}
 }
