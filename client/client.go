@@ -1,0 +1,541 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/gateway"
+)
+
+var (
+	_ facade.Bus      = (*Client)(nil)
+	_ facade.Extender = (*Client)(nil)
+)
+
+// Client is a [facade.Bus] over the gateway's WebSocket protocol. It is safe
+// for concurrent use.
+//
+// It keeps one connection open, reconnecting with backoff when it drops and
+// subscribing again to everything it was subscribed to. Calls in progress
+// when a connection drops fail with an error wrapping
+// [facade.ErrUnavailable]; calls made while reconnecting wait for the new
+// connection until their ctx (or Config.RequestTimeout) expires.
+type Client struct {
+	url    string
+	cfg    Config
+	log    *slog.Logger
+	dialer websocket.Dialer
+	corr   atomic.Uint64
+	gen    atomic.Uint64
+
+	mu    sync.Mutex
+	cur   *conn         // nil while disconnected
+	ready chan struct{} // closed when cur is set, or the client closed or failed
+	subs  map[subKey]*subscription
+	fatal error // set when the client gave up (closed, or refused on reconnect)
+	done  chan struct{}
+	// life is cancelled by Close: it bounds reconnect attempts.
+	life    context.Context
+	endLife context.CancelFunc
+
+	wg sync.WaitGroup // supervisor
+}
+
+type subKey struct{ topic, group string }
+
+// Dial connects to the gateway at url (ws://host:port or wss://…), sends
+// AUTH with cfg.Token and returns once the gateway accepted it. A refused
+// token is an error matching [gateway.ErrBadToken] (code bad_token); a
+// gateway that cannot be reached, one wrapping [facade.ErrUnavailable].
+func Dial(ctx context.Context, url string, cfg Config) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	life, endLife := context.WithCancel(context.Background())
+	c := &Client{
+		life: life, endLife: endLife,
+		url:  url,
+		cfg:  cfg,
+		log:  cfg.Logger,
+		subs: make(map[subKey]*subscription),
+		done: make(chan struct{}),
+		dialer: websocket.Dialer{
+			HandshakeTimeout: cfg.HandshakeTimeout,
+			NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				var d net.Dialer
+				nc, err := d.DialContext(ctx, network, addr)
+				if err != nil {
+					return nil, err
+				}
+				return &batchConn{Conn: nc}, nil
+			},
+		},
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	cn, err := c.connect(ctx)
+	if err != nil {
+		endLife()
+		return nil, err
+	}
+	c.cur = cn
+	c.ready = make(chan struct{})
+	close(c.ready)
+	c.wg.Go(func() { c.supervise(cn) })
+	return c, nil
+}
+
+func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.cfg.RequestTimeout)
+}
+
+// connect dials and authenticates one connection.
+func (c *Client) connect(ctx context.Context) (*conn, error) {
+	ws, resp, err := c.dialer.DialContext(ctx, c.url, c.cfg.Header)
+	if err != nil {
+		if resp != nil {
+			return nil, fmt.Errorf("%w: dial %s: %s: %w", facade.ErrUnavailable, c.url, resp.Status, err)
+		}
+		return nil, fmt.Errorf("%w: dial %s: %w", facade.ErrUnavailable, c.url, err)
+	}
+	cn := newConn(c, ws, c.gen.Add(1))
+	if _, err := cn.request(ctx, &gateway.Frame{Op: gateway.OpAuth, Token: c.cfg.Token}); err != nil {
+		cn.close(websocket.CloseNormalClosure, "")
+		cn.wait()
+		return nil, err
+	}
+	return cn, nil
+}
+
+// supervise reconnects when cn dies, until the client closes.
+func (c *Client) supervise(cn *conn) {
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-cn.dead:
+		}
+		cn.wait()
+		c.mu.Lock()
+		c.cur = nil
+		c.ready = make(chan struct{})
+		c.mu.Unlock()
+		if err := terminal(cn.err()); err != nil || c.cfg.NoReconnect {
+			if err == nil {
+				err = fmt.Errorf("%w: connection lost: %w", facade.ErrUnavailable, cn.err())
+			}
+			c.log.Warn("not reconnecting", "err", err)
+			c.giveUp(err)
+			return
+		}
+		c.log.Info("connection lost; reconnecting", "err", cn.err())
+		var ok bool
+		if cn, ok = c.reconnect(); !ok {
+			return
+		}
+	}
+}
+
+// reconnect dials with backoff and resubscribes. false: the client closed or
+// gave up.
+func (c *Client) reconnect() (*conn, bool) {
+	delay := c.cfg.ReconnectMin
+	for {
+		jitter := time.Duration(rand.Int64N(int64(delay)/2 + 1))
+		select {
+		case <-c.done:
+			return nil, false
+		case <-time.After(delay/2 + jitter):
+		}
+		delay = min(2*delay, c.cfg.ReconnectMax)
+		ctx, cancel := context.WithTimeout(c.life, c.cfg.HandshakeTimeout+c.cfg.RequestTimeout)
+		cn, err := c.connect(ctx)
+		if err == nil {
+			err = c.resubscribe(ctx, cn)
+		}
+		cancel()
+		if err != nil {
+			if t := terminal(err); t != nil {
+				c.giveUp(t)
+				return nil, false
+			}
+			if cn != nil {
+				cn.close(websocket.CloseNormalClosure, "")
+				cn.wait()
+			}
+			c.log.Debug("reconnect failed", "err", err)
+			continue
+		}
+		c.mu.Lock()
+		select {
+		case <-c.done:
+			c.mu.Unlock()
+			cn.close(websocket.CloseNormalClosure, "")
+			cn.wait()
+			return nil, false
+		default:
+		}
+		c.cur = cn
+		close(c.ready)
+		c.mu.Unlock()
+		c.log.Info("reconnected")
+		return cn, true
+	}
+}
+
+func (c *Client) resubscribe(ctx context.Context, cn *conn) error {
+	c.mu.Lock()
+	subs := make([]*subscription, 0, len(c.subs))
+	for _, s := range c.subs {
+		subs = append(subs, s)
+	}
+	c.mu.Unlock()
+	for _, s := range subs {
+		if _, err := cn.request(ctx, s.frame()); err != nil && !errors.Is(err, gateway.ErrAlreadySubscribed) {
+			return fmt.Errorf("resubscribe %s/%s: %w", s.key.topic, s.key.group, err)
+		}
+	}
+	return nil
+}
+
+// terminal returns the error to give up with when err means reconnecting
+// cannot help: credentials refused or expired.
+func terminal(err error) error {
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) && ce.Code >= 4500 && ce.Code <= 4999 {
+		code := ce.Text
+		if code == "" {
+			code = "closed"
+		}
+		return &facade.Error{Code: code, Msg: fmt.Sprintf("gateway closed the connection (%d)", ce.Code)}
+	}
+	var fe *facade.Error
+	if errors.As(err, &fe) && (fe.Code == gateway.CodeBadToken || fe.Code == gateway.CodeTokenExpired || fe.Code == gateway.CodeForbidden) {
+		return err
+	}
+	return nil
+}
+
+func (c *Client) giveUp(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fatal == nil {
+		c.fatal = err
+	}
+	select {
+	case <-c.ready:
+	default:
+		close(c.ready)
+	}
+}
+
+// live returns the current connection, waiting for one while reconnecting.
+func (c *Client) live(ctx context.Context) (*conn, error) {
+	for {
+		c.mu.Lock()
+		cn, ready, fatal := c.cur, c.ready, c.fatal
+		c.mu.Unlock()
+		switch {
+		case fatal != nil:
+			return nil, fatal
+		case cn != nil:
+			return cn, nil
+		}
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: not connected: %w", facade.ErrUnavailable, ctx.Err())
+		}
+	}
+}
+
+// call sends f on the live connection and waits for its OK or ERR.
+func (c *Client) call(ctx context.Context, f *gateway.Frame) (*gateway.Frame, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	cn, err := c.live(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return cn.request(ctx, f)
+}
+
+// Close closes the connection (the gateway hands every unacknowledged event
+// back), cancels the handlers' contexts and waits for them and for the
+// client's goroutines. It is idempotent.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	select {
+	case <-c.done:
+		c.mu.Unlock()
+		return nil
+	default:
+	}
+	close(c.done)
+	c.endLife()
+	if c.fatal == nil {
+		c.fatal = facade.ErrClosed
+	}
+	cn := c.cur
+	subs := make([]*subscription, 0, len(c.subs))
+	for _, s := range c.subs {
+		subs = append(subs, s)
+	}
+	clear(c.subs)
+	select {
+	case <-c.ready:
+	default:
+		close(c.ready)
+	}
+	c.mu.Unlock()
+	for _, s := range subs {
+		s.stopDispatch()
+	}
+	if cn != nil {
+		cn.close(websocket.CloseNormalClosure, "")
+	}
+	c.wg.Wait()
+	if cn != nil {
+		cn.wait()
+	}
+	for _, s := range subs {
+		s.wg.Wait()
+	}
+	return nil
+}
+
+// conn is one WebSocket connection: a reader goroutine and a writer
+// goroutine draining a bounded queue.
+type conn struct {
+	c   *Client
+	ws  *websocket.Conn
+	gen uint64
+	out chan []byte
+
+	mu      sync.Mutex
+	pending map[string]chan *gateway.Frame
+	deadErr error
+	dead    chan struct{} // closed when the connection is unusable
+
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+}
+
+func newConn(c *Client, ws *websocket.Conn, gen uint64) *conn {
+	cn := &conn{
+		c: c, ws: ws, gen: gen,
+		out:     make(chan []byte, c.cfg.OutboundQueue),
+		pending: make(map[string]chan *gateway.Frame),
+		dead:    make(chan struct{}),
+	}
+	idle := c.cfg.IdleTimeout
+	_ = ws.SetReadDeadline(time.Now().Add(idle))
+	ws.SetPingHandler(func(data string) error {
+		_ = ws.SetReadDeadline(time.Now().Add(idle))
+		err := ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(c.cfg.WriteTimeout))
+		if errors.Is(err, websocket.ErrCloseSent) {
+			return nil
+		}
+		return err
+	})
+	cn.wg.Go(cn.read)
+	cn.wg.Go(cn.write)
+	return cn
+}
+
+// fail marks the connection dead with err (the first error wins) and fails
+// the pending requests.
+func (cn *conn) fail(err error) {
+	cn.mu.Lock()
+	select {
+	case <-cn.dead:
+		cn.mu.Unlock()
+		return
+	default:
+	}
+	cn.deadErr = err
+	close(cn.dead)
+	cn.pending = nil
+	cn.mu.Unlock()
+	_ = cn.ws.NetConn().Close()
+}
+
+func (cn *conn) err() error {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	return cn.deadErr
+}
+
+// close sends a close frame and closes the connection.
+func (cn *conn) close(code int, text string) {
+	cn.closeOnce.Do(func() {
+		_ = cn.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(time.Second))
+		cn.fail(net.ErrClosed)
+	})
+}
+
+func (cn *conn) wait() { cn.wg.Wait() }
+
+func (cn *conn) read() {
+	idle := cn.c.cfg.IdleTimeout
+	var buf bytes.Buffer // reused: decoded frames do not alias it
+	for {
+		_, r, err := cn.ws.NextReader()
+		if err == nil {
+			buf.Reset()
+			_, err = buf.ReadFrom(r)
+		}
+		if err != nil {
+			cn.fail(err)
+			return
+		}
+		data := buf.Bytes()
+		if buf.Cap() > 1<<20 {
+			buf = bytes.Buffer{}
+		}
+		_ = cn.ws.SetReadDeadline(time.Now().Add(idle))
+		f := new(gateway.Frame)
+		if err := gateway.Decode(data, f); err != nil {
+			cn.c.log.Warn("undecodable frame from gateway", "err", err)
+			continue
+		}
+		switch f.Op {
+		case gateway.OpOK, gateway.OpErr:
+			if f.Corr == "" {
+				if f.Op == gateway.OpErr {
+					cn.c.log.Warn("gateway error", "code", f.Code, "msg", f.Msg)
+				}
+				continue
+			}
+			cn.mu.Lock()
+			ch := cn.pending[f.Corr]
+			delete(cn.pending, f.Corr)
+			cn.mu.Unlock()
+			if ch != nil {
+				ch <- f
+			}
+		case gateway.OpEvent:
+			cn.c.dispatch(cn, f)
+		}
+	}
+}
+
+func (cn *conn) write() {
+	wt := cn.c.cfg.WriteTimeout
+	bc, _ := cn.ws.NetConn().(*batchConn)
+	for {
+		var b []byte
+		select {
+		case b = <-cn.out:
+		case <-cn.dead:
+			return
+		}
+		_ = cn.ws.SetWriteDeadline(time.Now().Add(wt))
+		if bc != nil {
+			bc.hold()
+		}
+		yielded := false
+		for {
+			if err := cn.ws.WriteMessage(websocket.TextMessage, b); err != nil {
+				cn.fail(err)
+				return
+			}
+			if bc != nil && bc.buffered() >= batchFlushBytes {
+				break
+			}
+			select {
+			case b = <-cn.out:
+				continue
+			default:
+			}
+			if !yielded {
+				// Let running handlers add their ACKs to this write.
+				yielded = true
+				runtime.Gosched()
+				select {
+				case b = <-cn.out:
+					continue
+				default:
+				}
+			}
+			break
+		}
+		if bc != nil {
+			if err := bc.release(); err != nil {
+				cn.fail(err)
+				return
+			}
+		}
+	}
+}
+
+// send queues b, waiting while the queue is full.
+func (cn *conn) send(ctx context.Context, b []byte) error {
+	select {
+	case cn.out <- b:
+		return nil
+	case <-cn.dead:
+		return fmt.Errorf("%w: connection lost: %w", facade.ErrUnavailable, cn.err())
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", facade.ErrUnavailable, ctx.Err())
+	}
+}
+
+// request sends f with a fresh corr and waits for the OK (returned) or ERR
+// (returned as a *facade.Error with the frame's code).
+func (cn *conn) request(ctx context.Context, f *gateway.Frame) (*gateway.Frame, error) {
+	f.Corr = strconv.FormatUint(cn.c.corr.Add(1), 36)
+	b, err := gateway.Encode(f)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", facade.ErrBadPayload, err)
+	}
+	ch := make(chan *gateway.Frame, 1)
+	cn.mu.Lock()
+	if cn.pending == nil {
+		cn.mu.Unlock()
+		return nil, fmt.Errorf("%w: connection lost: %w", facade.ErrUnavailable, cn.err())
+	}
+	cn.pending[f.Corr] = ch
+	cn.mu.Unlock()
+	forget := func() {
+		cn.mu.Lock()
+		delete(cn.pending, f.Corr)
+		cn.mu.Unlock()
+	}
+	if err := cn.send(ctx, b); err != nil {
+		forget()
+		return nil, err
+	}
+	select {
+	case r := <-ch:
+		if r.Op == gateway.OpErr {
+			return r, &facade.Error{Code: r.Code, Msg: r.Msg}
+		}
+		return r, nil
+	case <-cn.dead:
+		return nil, fmt.Errorf("%w: connection lost: %w", facade.ErrUnavailable, cn.err())
+	case <-ctx.Done():
+		forget()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("%w: no answer to %s: %w", facade.ErrUnavailable, f.Op, ctx.Err())
+		}
+		return nil, ctx.Err()
+	}
+}

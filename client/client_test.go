@@ -1,0 +1,302 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/gateway"
+)
+
+func TestDial(t *testing.T) {
+	bus := newBus(t)
+	url, _ := serveGateway(t, bus, gateway.Config{Token: "tok"}, nil)
+	ctx := context.Background()
+	c, err := Dial(ctx, url, Config{Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	c.Close() // idempotent
+	if _, err := c.Publish(ctx, "a.b", json.RawMessage(`1`), facade.PublishOptions{}); !errors.Is(err, facade.ErrClosed) {
+		t.Fatalf("publish after close: %v", err)
+	}
+	if _, err := Dial(ctx, url, Config{Token: "wrong"}); !errors.Is(err, gateway.ErrBadToken) {
+		t.Fatalf("wrong token: %v", err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := "ws://" + ln.Addr().String()
+	ln.Close()
+	if _, err := Dial(ctx, dead, Config{}); !errors.Is(err, facade.ErrUnavailable) {
+		t.Fatalf("nothing listening: %v", err)
+	}
+}
+
+func TestPublishSubscribeAutoAck(t *testing.T) {
+	bus := newBus(t)
+	url, _ := serveGateway(t, bus, gateway.Config{}, nil)
+	c := dialClient(t, url, Config{})
+	ctx := context.Background()
+
+	type hb struct{ N int }
+	var mu sync.Mutex
+	got := map[int]facade.DeliveryContext{}
+	failed := false
+	unsub, err := c.Subscribe(ctx, "cl.t", "g", facade.HandleJSON(func(ctx context.Context, e *facade.EventRecord, p hb, d facade.DeliveryContext) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if p.N == 3 && !failed {
+			failed = true
+			return errors.New("first try fails")
+		}
+		got[p.N] = d
+		return nil
+	}), facade.SubscribeOptions{From: facade.FromEarliest, MaxAttempts: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last *facade.EventRecord
+	for i := range 10 {
+		last, err = facade.PublishJSON(ctx, c, "cl.t", hb{i}, facade.PublishOptions{Key: "k", Tags: []string{"x"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last.ID == "" || last.Seq != uint64(i+1) || last.Key != "k" || last.Topic != "cl.t" {
+			t.Fatalf("record %+v", last)
+		}
+	}
+	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) != 10 {
+			return fmt.Errorf("%d of 10 handled", len(got))
+		}
+		return nil
+	})
+	mu.Lock()
+	for n, d := range got {
+		want := 1
+		if n == 3 {
+			want = 2
+		}
+		if d.Attempt != want || d.Group != "g" || d.MaxAttempts != 7 || time.Until(d.AckDeadline) > 31*time.Second || d.AckDeadline.IsZero() {
+			t.Errorf("event %d: %+v", n, d)
+		}
+	}
+	mu.Unlock()
+	checkFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		cur, err := c.GetCursor(ctx, "cl.t", "g")
+		if err != nil || cur.LastID != last.ID || cur.Pending != 0 {
+			return fmt.Errorf("cursor %+v %v", cur, err)
+		}
+		return nil
+	})
+	if err := unsub(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := unsub(ctx); err != nil {
+		t.Fatal("second unsubscribe:", err)
+	}
+	if _, err := c.Subscribe(ctx, "bad topic", "g", func(context.Context, *facade.EventRecord, facade.DeliveryContext) error { return nil }, facade.SubscribeOptions{}); !errors.Is(err, facade.ErrBadTopic) {
+		t.Fatalf("bad topic: %v", err)
+	}
+	if _, err := c.Publish(ctx, "cl.t", json.RawMessage(`{"a":`), facade.PublishOptions{}); !errors.Is(err, facade.ErrBadPayload) {
+		t.Fatalf("bad payload: %v", err)
+	}
+	if _, err := c.Publish(ctx, "cl..t", json.RawMessage(`1`), facade.PublishOptions{}); !errors.Is(err, facade.ErrBadTopic) {
+		t.Fatalf("bad topic from the gateway: %v", err)
+	}
+}
+
+func TestManualAckExtendCursor(t *testing.T) {
+	bus := newBus(t)
+	url, _ := serveGateway(t, bus, gateway.Config{}, nil)
+	c := dialClient(t, url, Config{})
+	ctx := context.Background()
+	events := make(chan facade.DeliveryContext, 10)
+	ids := make(chan string, 10)
+	unsub, err := c.Subscribe(ctx, "man.t", "g", func(_ context.Context, e *facade.EventRecord, d facade.DeliveryContext) error {
+		ids <- e.ID
+		events <- d
+		return nil
+	}, facade.SubscribeOptions{ManualAck: true, AckTimeoutMs: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unsub(ctx)
+	rec, err := c.Publish(ctx, "man.t", json.RawMessage(`"x"`), facade.PublishOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func() (string, facade.DeliveryContext) {
+		t.Helper()
+		select {
+		case id := <-ids:
+			return id, <-events
+		case <-time.After(10 * time.Second):
+			t.Fatal("no delivery")
+		}
+		return "", facade.DeliveryContext{}
+	}
+	id, d := next()
+	if id != rec.ID || d.Attempt != 1 {
+		t.Fatalf("delivery %s %+v", id, d)
+	}
+	// Extend beyond the ack timeout: no redelivery before it runs out.
+	if err := c.Extend(ctx, "man.t", "g", id, 2500*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ids:
+		t.Fatal("redelivered during the extension")
+	case <-time.After(1800 * time.Millisecond):
+	}
+	if _, err := c.Nack(ctx, "man.t", "g", id, "again"); err != nil {
+		t.Fatal(err)
+	}
+	id, d = next()
+	if d.Attempt != 2 {
+		t.Fatalf("attempt %d", d.Attempt)
+	}
+	if a, err := c.Ack(ctx, "man.t", "g", id); err != nil || !a.OK {
+		t.Fatalf("ack %+v %v", a, err)
+	}
+	if _, err := c.Ack(ctx, "man.t", "g", id); !errors.Is(err, facade.ErrUnknownID) {
+		t.Fatalf("second ack: %v", err)
+	}
+	if _, err := c.Ack(ctx, "man.t", "other", id); !errors.Is(err, facade.ErrNotSubscribed) {
+		t.Fatalf("ack on another group: %v", err)
+	}
+	// Rewind with SEEK: the event comes again.
+	if err := c.SetCursor(ctx, "man.t", "g", facade.CursorPosition{}); err != nil {
+		t.Fatal(err)
+	}
+	id, _ = next()
+	if id != rec.ID {
+		t.Fatalf("after rewind got %s", id)
+	}
+	if _, err := c.Ack(ctx, "man.t", "g", id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetCursor(ctx, "man.t", "nobody"); !errors.Is(err, facade.ErrNotFound) {
+		t.Fatalf("cursor of unknown group: %v", err)
+	}
+}
+
+// The client reconnects after the gateway goes away and subscribes again.
+func TestReconnectResubscribes(t *testing.T) {
+	bus := newBus(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	url, stop := serveGateway(t, bus, gateway.Config{}, ln)
+	c := dialClient(t, url, Config{ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond})
+	ctx := context.Background()
+	got := make(chan string, 10)
+	if _, err := c.Subscribe(ctx, "re.t", "g", func(_ context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
+		got <- string(e.Payload)
+		return nil
+	}, facade.SubscribeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stop() // the gateway shuts down: 1001 going away
+	ln2, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("relisten: %v", err)
+	}
+	serveGateway(t, bus, gateway.Config{}, ln2)
+	// Calls wait for the new connection; the subscription is back.
+	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		_, err := c.Publish(ctx, "re.t", json.RawMessage(`"after"`), facade.PublishOptions{})
+		return err
+	})
+	select {
+	case p := <-got:
+		if p != `"after"` {
+			t.Fatalf("got %s", p)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("not resubscribed")
+	}
+}
+
+// A request pending when the socket drops fails with ErrUnavailable; with
+// NoReconnect so do later calls.
+func TestPendingFailsOnDrop(t *testing.T) {
+	up := websocket.Upgrader{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.Close()
+		for {
+			_, data, err := ws.ReadMessage()
+			if err != nil {
+				return
+			}
+			var f gateway.Frame
+			_ = gateway.Decode(data, &f)
+			if f.Op == gateway.OpAuth {
+				_ = ws.WriteMessage(websocket.TextMessage, gateway.AppendOK(nil, f.Corr))
+				continue
+			}
+			return // drop the connection instead of answering
+		}
+	}))
+	defer srv.Close()
+	c := dialClient(t, "ws"+srv.URL[len("http"):], Config{NoReconnect: true})
+	ctx := context.Background()
+	if _, err := c.Publish(ctx, "a.b", json.RawMessage(`1`), facade.PublishOptions{}); !errors.Is(err, facade.ErrUnavailable) {
+		t.Fatalf("pending publish: %v", err)
+	}
+	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		if _, err := c.GetCursor(ctx, "a.b", "g"); !errors.Is(err, facade.ErrUnavailable) {
+			return fmt.Errorf("after the drop: %v", err)
+		}
+		return nil
+	})
+}
+
+// expiring grants everything until 300ms after authentication.
+type expiring struct{ exp time.Time }
+
+func (p expiring) Allow(string, string, string) bool { return true }
+func (p expiring) ExpiresAt() time.Time              { return p.exp }
+
+// Credentials that expire end the client (4501): it does not reconnect with
+// them, and every call reports why.
+func TestExpiredCredentialsAreTerminal(t *testing.T) {
+	bus := newBus(t)
+	var auths atomic.Int32
+	auth := gateway.AuthenticatorFunc(func(context.Context, string) (gateway.Principal, error) {
+		auths.Add(1)
+		return expiring{time.Now().Add(300 * time.Millisecond)}, nil
+	})
+	url, _ := serveGateway(t, bus, gateway.Config{Authenticator: auth}, nil)
+	c := dialClient(t, url, Config{ReconnectMin: 10 * time.Millisecond, ReconnectMax: 20 * time.Millisecond})
+	ctx := context.Background()
+	checkFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		_, err := c.Publish(ctx, "exp.t", json.RawMessage(`1`), facade.PublishOptions{})
+		if !errors.Is(err, gateway.ErrTokenExpired) {
+			return fmt.Errorf("publish: %v", err)
+		}
+		return nil
+	})
+	if n := auths.Load(); n != 1 {
+		t.Fatalf("%d authentications: the client reconnected with expired credentials", n)
+	}
+}

@@ -1,0 +1,235 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/eventhub/eventhub/facade"
+)
+
+// Error codes and close codes.
+//
+// Every error the gateway reports carries one code from [Codes]: in an ERR
+// frame ({"op":"ERR","code":...}), in the body of an HTTP error
+// ({"error":{"code":...}}), and as the reason of a close frame when the
+// gateway ends a connection. The table says, per code, whether the
+// connection stays open and which HTTP status the publish endpoint uses.
+//
+// Close codes the gateway sends:
+//
+//   - 1000 normal closure; 1001 going away (the gateway shuts down:
+//     reconnect to another instance or later); 1009 a frame above the
+//     hard size limit (four times MaxFrameBytes).
+//   - 4000–4499: the gateway ended the session for a reason that a new
+//     connection can recover from. Reconnect with backoff; events that
+//     were in flight were handed back and will be redelivered.
+//   - 4500–4999: do not reconnect without changing something: the
+//     credentials were refused or expired.
+//
+// Codes below 4000 other than these come from the WebSocket library.
+const (
+	CloseNormal        = 1000
+	CloseGoingAway     = 1001
+	CloseMessageTooBig = 1009
+
+	CloseServerError  = 4000 // a recovered internal fault
+	CloseSlowClient   = 4001 // outbound queue full or write timed out
+	CloseIdle         = 4002 // nothing received within IdleTimeout
+	CloseAuthTimeout  = 4003 // no AUTH within AuthTimeout
+	CloseBadToken     = 4500 // AUTH refused
+	CloseTokenExpired = 4501 // the principal's credentials expired
+)
+
+// CodeInfo describes one error code.
+type CodeInfo struct {
+	// Code is the stable wire code.
+	Code string
+	// Meaning says when the gateway uses it.
+	Meaning string
+	// Close is the close code the gateway ends the connection with after
+	// reporting this code; 0 when the connection stays open.
+	Close int
+	// ERR is false for codes that are only a close reason (no ERR frame
+	// can be sent, or none is useful).
+	ERR bool
+	// HTTPStatus is the status of the publish endpoint for this code; 0
+	// when the endpoint never produces it.
+	HTTPStatus int
+}
+
+// Error codes, in the order of [Codes].
+const (
+	CodeBadJSON           = "bad_json"
+	CodeBadFrame          = "bad_frame"
+	CodeUnknownOp         = "unknown_op"
+	CodeFrameTooLarge     = "frame_too_large"
+	CodeUnauthorized      = "unauthorized"
+	CodeBadToken          = "bad_token"
+	CodeTokenExpired      = "token_expired"
+	CodeAuthTimeout       = "auth_timeout"
+	CodeForbidden         = "forbidden"
+	CodeBadRequest        = "bad_request"
+	CodeBadTopic          = "bad_topic"
+	CodeBadGroup          = "bad_group"
+	CodeBadPayload        = "bad_payload"
+	CodeBadKey            = "bad_key"
+	CodeBadID             = "bad_id"
+	CodeKeyRequired       = "key_required"
+	CodeTooLarge          = "too_large"
+	CodeAlreadySubscribed = "already_subscribed"
+	CodeNotSubscribed     = "not_subscribed"
+	CodeUnknownID         = "unknown_id"
+	CodeNotFound          = "not_found"
+	CodeUnsupported       = "unsupported"
+	CodePublishFailed     = "publish_failed"
+	CodeUnavailable       = "unavailable"
+	CodeClosed            = "closed"
+	CodeInternal          = "internal"
+	CodeServerError       = "server_error"
+	CodeSlowClient        = "slow_client"
+	CodeIdle              = "idle_timeout"
+	CodeGoingAway         = "going_away"
+)
+
+// Codes is the table of every error code. docs/protocol.md renders it
+// (see [CodesMarkdown]); a test keeps the two equal.
+var Codes = []CodeInfo{
+	{CodeBadJSON, "The frame is not valid JSON.", 0, true, 0},
+	{CodeBadFrame, "Valid JSON of the wrong shape: not an object, no op, a field of the wrong type, a binary frame.", 0, true, 0},
+	{CodeUnknownOp, "The op is not one a client may send.", 0, true, 0},
+	{CodeFrameTooLarge, "The frame exceeds MaxFrameBytes; it was discarded.", 0, true, 0},
+	{CodeUnauthorized, "A frame other than AUTH before a successful AUTH; HTTP: no bearer token.", 0, true, http.StatusUnauthorized},
+	{CodeBadToken, "The token was refused.", CloseBadToken, true, http.StatusUnauthorized},
+	{CodeTokenExpired, "The principal's credentials expired during the session.", CloseTokenExpired, true, 0},
+	{CodeAuthTimeout, "No AUTH within AuthTimeout of connecting.", CloseAuthTimeout, true, 0},
+	{CodeForbidden, "The principal may not publish to / subscribe to this topic (and group); HTTP: origin not allowed.", 0, true, http.StatusForbidden},
+	{CodeBadRequest, "A missing or invalid field or option (ids, extend_ms, opts out of range).", 0, true, http.StatusBadRequest},
+	{CodeBadTopic, "The topic name is not valid.", 0, true, http.StatusBadRequest},
+	{CodeBadGroup, "The group name is not valid.", 0, true, http.StatusBadRequest},
+	{CodeBadPayload, "The payload is missing or not a single JSON value.", 0, true, http.StatusBadRequest},
+	{CodeBadKey, "The key is too long, not UTF-8, or the topic's stream does not capture keys.", 0, true, http.StatusBadRequest},
+	{CodeBadID, "The event id is not acceptable.", 0, true, http.StatusBadRequest},
+	{CodeKeyRequired, "The topic is compacted and the event has no key.", 0, true, http.StatusBadRequest},
+	{CodeTooLarge, "The payload exceeds the store's or the endpoint's maximum.", 0, true, http.StatusRequestEntityTooLarge},
+	{CodeAlreadySubscribed, "This connection already subscribes to this topic and group.", 0, true, 0},
+	{CodeNotSubscribed, "This connection has no subscription of this topic and group.", 0, true, 0},
+	{CodeUnknownID, "ACK/NACK/MODACK of an id not in flight on this subscription: never delivered, already settled, lease expired, or attempt mismatch; also afterId / SEEK lastId not found.", 0, true, http.StatusNotFound},
+	{CodeNotFound, "The topic or group does not exist (CURSOR).", 0, true, http.StatusNotFound},
+	{CodeUnsupported, "The bus behind the gateway lacks the capability (MODACK needs facade.Extender).", 0, true, http.StatusNotImplemented},
+	{CodePublishFailed, "The store failed the publish.", 0, true, http.StatusBadGateway},
+	{CodeUnavailable, "The store did not answer in time.", 0, true, http.StatusServiceUnavailable},
+	{CodeClosed, "The gateway or the bus is shutting down.", 0, true, http.StatusServiceUnavailable},
+	{CodeInternal, "An unexpected error; the request may be retried.", 0, true, http.StatusInternalServerError},
+	{CodeServerError, "The session hit an internal fault and was ended; its in-flight events were handed back.", CloseServerError, true, 0},
+	{CodeSlowClient, "The client did not read fast enough: its outbound queue filled up or a write timed out.", CloseSlowClient, false, 0},
+	{CodeIdle, "Nothing, not even a pong, was received within IdleTimeout.", CloseIdle, false, 0},
+	{CodeGoingAway, "The gateway is shutting down; in-flight events were handed back.", CloseGoingAway, false, 0},
+}
+
+var codeIndex = func() map[string]*CodeInfo {
+	m := make(map[string]*CodeInfo, len(Codes))
+	for i := range Codes {
+		m[Codes[i].Code] = &Codes[i]
+	}
+	return m
+}()
+
+// LookupCode returns the table entry of code.
+func LookupCode(code string) (CodeInfo, bool) {
+	ci, ok := codeIndex[code]
+	if !ok {
+		return CodeInfo{}, false
+	}
+	return *ci, true
+}
+
+// Sentinel errors of the gateway's own codes. Like the facade's sentinels
+// they are *facade.Error values, matched by code under errors.Is.
+var (
+	ErrBadJSON           = &facade.Error{Code: CodeBadJSON, Msg: "frame is not valid JSON"}
+	ErrBadFrame          = &facade.Error{Code: CodeBadFrame, Msg: "malformed frame"}
+	ErrUnknownOp         = &facade.Error{Code: CodeUnknownOp, Msg: "unknown op"}
+	ErrFrameTooLarge     = &facade.Error{Code: CodeFrameTooLarge, Msg: "frame too large"}
+	ErrUnauthorized      = &facade.Error{Code: CodeUnauthorized, Msg: "authenticate first"}
+	ErrBadToken          = &facade.Error{Code: CodeBadToken, Msg: "authentication failed"}
+	ErrTokenExpired      = &facade.Error{Code: CodeTokenExpired, Msg: "credentials expired"}
+	ErrAuthTimeout       = &facade.Error{Code: CodeAuthTimeout, Msg: "no AUTH in time"}
+	ErrForbidden         = &facade.Error{Code: CodeForbidden, Msg: "forbidden"}
+	ErrAlreadySubscribed = &facade.Error{Code: CodeAlreadySubscribed, Msg: "already subscribed"}
+	ErrUnsupported       = &facade.Error{Code: CodeUnsupported, Msg: "not supported by this bus"}
+	ErrPublishFailed     = &facade.Error{Code: CodePublishFailed, Msg: "publish failed"}
+	ErrInternal          = &facade.Error{Code: CodeInternal, Msg: "internal error"}
+	ErrServerError       = &facade.Error{Code: CodeServerError, Msg: "internal fault"}
+	ErrSlowClient        = &facade.Error{Code: CodeSlowClient, Msg: "client too slow"}
+	ErrIdle              = &facade.Error{Code: CodeIdle, Msg: "idle timeout"}
+	ErrGoingAway         = &facade.Error{Code: CodeGoingAway, Msg: "gateway shutting down"}
+)
+
+// errorf returns a *facade.Error with code and a message.
+func errorf(code, format string, args ...any) *facade.Error {
+	return &facade.Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// toWire turns any error into the code and message an ERR frame or HTTP
+// error carries. Errors that carry a known code (facade sentinels and the
+// gateway's own) keep it; context errors become unavailable; anything else
+// becomes fallback.
+func toWire(err error, fallback string) (code, msg string) {
+	var fe *facade.Error
+	if errors.As(err, &fe) {
+		if _, ok := codeIndex[fe.Code]; ok {
+			return fe.Code, trimCode(err.Error(), fe.Code)
+		}
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return CodeUnavailable, err.Error()
+	case errors.Is(err, context.Canceled):
+		return CodeClosed, err.Error()
+	}
+	return fallback, err.Error()
+}
+
+// trimCode drops a leading "code: " from a facade error's text, which
+// already travels in the code field.
+func trimCode(s, code string) string {
+	return strings.TrimPrefix(s, code+": ")
+}
+
+// httpStatus is the publish endpoint's status for code.
+func httpStatus(code string) int {
+	if ci, ok := codeIndex[code]; ok && ci.HTTPStatus != 0 {
+		return ci.HTTPStatus
+	}
+	return http.StatusInternalServerError
+}
+
+// CodesMarkdown renders [Codes] as the Markdown table of docs/protocol.md.
+func CodesMarkdown() string {
+	var b strings.Builder
+	b.WriteString("| code | meaning | sent as | connection | HTTP status |\n")
+	b.WriteString("|---|---|---|---|---|\n")
+	for _, c := range Codes {
+		sent := "ERR"
+		switch {
+		case !c.ERR:
+			sent = "close reason only"
+		case c.Close != 0:
+			sent = "ERR, then close"
+		}
+		conn := "stays open"
+		if c.Close != 0 {
+			conn = "closed, " + strconv.Itoa(c.Close)
+		}
+		status := "–"
+		if c.HTTPStatus != 0 {
+			status = strconv.Itoa(c.HTTPStatus)
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", c.Code, c.Meaning, sent, conn, status)
+	}
+	return b.String()
+}

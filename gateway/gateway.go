@@ -1,0 +1,322 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/eventhub/eventhub/facade"
+)
+
+// Gateway serves the WebSocket protocol and the HTTP publish endpoint over a
+// [facade.Bus]. It is safe for concurrent use.
+type Gateway struct {
+	cfg  Config
+	bus  facade.Bus
+	ext  facade.Extender       // nil: MODACK answers unsupported
+	apub facade.AsyncPublisher // nil: PUBLISH frames are stored one at a time
+	auth Authenticator
+	log  *slog.Logger
+
+	upgrader websocket.Upgrader
+	mux      *http.ServeMux
+	nextID   atomic.Uint64
+
+	mu       sync.Mutex
+	sessions map[*session]transport
+	servers  map[*http.Server]struct{}
+	closed   bool
+	wg       sync.WaitGroup // sessions
+}
+
+// New returns a Gateway over bus. It does not own bus: [Gateway.Shutdown]
+// stops the gateway's subscriptions but never closes the bus. If bus
+// implements [facade.Extender] MODACK is supported; if it implements
+// [facade.AsyncPublisher] PUBLISH frames of one connection are pipelined.
+func New(bus facade.Bus, cfg Config) (*Gateway, error) {
+	if bus == nil {
+		return nil, errors.New("gateway: nil bus")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	g := &Gateway{
+		cfg:      cfg,
+		bus:      bus,
+		auth:     cfg.authenticator(),
+		log:      cfg.Logger,
+		sessions: make(map[*session]transport),
+		servers:  make(map[*http.Server]struct{}),
+	}
+	g.ext, _ = bus.(facade.Extender)
+	g.apub, _ = bus.(facade.AsyncPublisher)
+	g.upgrader = websocket.Upgrader{
+		HandshakeTimeout: cfg.HandshakeTimeout,
+		// Idle connections hold no write buffer.
+		WriteBufferPool:   &sync.Pool{},
+		EnableCompression: false,
+		CheckOrigin: func(r *http.Request) bool {
+			return cfg.originAllowed(r.Header.Get("Origin"), r.Host)
+		},
+	}
+	g.mux = http.NewServeMux()
+	g.mux.HandleFunc("GET /{$}", g.serveWS)
+	g.mux.HandleFunc("GET /ws", g.serveWS)
+	g.mux.HandleFunc("POST /publish/{topic}", g.servePublish)
+	return g, nil
+}
+
+// Handler returns the gateway's HTTP handler: WebSocket upgrades on "/" and
+// "/ws", and "POST /publish/{topic}".
+func (g *Gateway) Handler() http.Handler { return g.mux }
+
+// Config returns the gateway's configuration with defaults applied.
+func (g *Gateway) Config() Config { return g.cfg }
+
+func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	closed := g.closed
+	if !closed {
+		g.wg.Add(1)
+	}
+	g.mu.Unlock()
+	if closed {
+		http.Error(w, "gateway shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	defer g.wg.Done()
+
+	var bc *batchConn
+	ws, err := g.upgrader.Upgrade(hijackWrapper{w, &bc}, r, nil)
+	if err != nil {
+		g.log.Debug("upgrade refused", "remote", r.RemoteAddr, "err", err)
+		return // the upgrader has answered
+	}
+	id := g.nextID.Add(1)
+	log := g.log.With("session", id, "remote", r.RemoteAddr)
+	t := newWSTransport(ws, bc, g.cfg.OutboundQueue, g.cfg.WriteTimeout, g.cfg.PingInterval, log)
+	s := newSession(g, t, log)
+
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		t.Close(CloseGoingAway, CodeGoingAway)
+	} else {
+		g.sessions[s] = t
+		g.mu.Unlock()
+	}
+	log.Debug("session open")
+
+	var writer sync.WaitGroup
+	writer.Go(t.run)
+	reason := g.read(s, ws)
+	t.Close(CloseNormal, "")
+	s.end(reason)
+	writer.Wait()
+
+	g.mu.Lock()
+	delete(g.sessions, s)
+	g.mu.Unlock()
+	log.Debug("session closed", "reason", reason)
+}
+
+// read is the session's reader loop. It returns why it stopped.
+func (g *Gateway) read(s *session, ws *websocket.Conn) (reason string) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("reader panic", "panic", r)
+			s.t.Close(CloseServerError, CodeServerError)
+			reason = CodeServerError
+		}
+	}()
+	limit := g.cfg.MaxFrameBytes
+	ws.SetReadLimit(4 * limit)
+	idle := g.cfg.IdleTimeout
+	_ = ws.SetReadDeadline(time.Now().Add(idle))
+	ws.SetPongHandler(func(string) error {
+		return ws.SetReadDeadline(time.Now().Add(idle))
+	})
+	buf := make([]byte, 0, 512)
+	for !s.closing.Load() {
+		mt, r, err := ws.NextReader()
+		if err != nil {
+			var ne net.Error
+			switch {
+			case errors.As(err, &ne) && ne.Timeout():
+				s.t.Close(CloseIdle, CodeIdle)
+				return CodeIdle
+			case errors.Is(err, websocket.ErrReadLimit):
+				return CodeFrameTooLarge
+			}
+			return "read: " + err.Error()
+		}
+		_ = ws.SetReadDeadline(time.Now().Add(idle))
+		var tooLarge bool
+		buf, tooLarge, err = readFrame(r, buf[:0], limit)
+		if err != nil {
+			if errors.Is(err, websocket.ErrReadLimit) {
+				return CodeFrameTooLarge
+			}
+			return "read: " + err.Error()
+		}
+		switch {
+		case tooLarge:
+			s.sendErr("", CodeFrameTooLarge, "frame larger than "+strconv.FormatInt(limit, 10)+" bytes discarded")
+		case mt != websocket.TextMessage:
+			s.sendErr("", CodeBadFrame, "binary messages are not supported; send JSON text")
+		default:
+			s.handle(buf)
+		}
+		if cap(buf) > 64<<10 {
+			buf = make([]byte, 0, 512)
+		}
+	}
+	return "closing"
+}
+
+// readFrame reads one message into buf. A message larger than limit is
+// read to its end and discarded (tooLarge).
+func readFrame(r io.Reader, buf []byte, limit int64) (_ []byte, tooLarge bool, _ error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			_, err := io.Copy(io.Discard, r)
+			return buf[:0], true, err
+		}
+		if err == io.EOF {
+			return buf, false, nil
+		}
+		if err != nil {
+			return buf, false, err
+		}
+	}
+}
+
+// hijackWrapper hands gorilla a batchConn instead of the raw connection.
+type hijackWrapper struct {
+	http.ResponseWriter
+	bc **batchConn
+}
+
+func (h hijackWrapper) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	hj, ok := h.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("gateway: response does not support hijacking")
+	}
+	c, rw, err := hj.Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	bc := &batchConn{Conn: c}
+	*h.bc = bc
+	return bc, rw, nil
+}
+
+// Shutdown stops accepting connections, closes every session with 1001
+// (going away) after its queued frames, hands the sessions' in-flight
+// events back to their groups, and waits for the sessions to end. It
+// returns ctx.Err() if they did not in time. It does not close the bus.
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	g.mu.Lock()
+	g.closed = true
+	servers := make([]*http.Server, 0, len(g.servers))
+	for s := range g.servers {
+		servers = append(servers, s)
+	}
+	ts := make([]transport, 0, len(g.sessions))
+	for _, t := range g.sessions {
+		ts = append(ts, t)
+	}
+	g.mu.Unlock()
+
+	var errs []error
+	for _, srv := range servers {
+		if err := srv.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, t := range ts {
+		t.Close(CloseGoingAway, CodeGoingAway)
+	}
+	done := make(chan struct{})
+	go func() { g.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		errs = append(errs, ctx.Err())
+	}
+	return errors.Join(errs...)
+}
+
+// Close is Shutdown bounded by 10 seconds. It is idempotent.
+func (g *Gateway) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return g.Shutdown(ctx)
+}
+
+// Serve serves the gateway's [Gateway.Handler] on ln with timeouts against
+// slow clients, until ctx is done or [Gateway.Shutdown] is called; then it
+// shuts the gateway down and returns nil. It closes ln.
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           g.mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		ln.Close()
+		return facade.ErrClosed
+	}
+	g.servers[srv] = struct{}{}
+	g.mu.Unlock()
+
+	shutdown := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(shutdown)
+		_ = g.Close()
+	})
+	err := srv.Serve(ln)
+	if !stop() {
+		<-shutdown
+	}
+	g.mu.Lock()
+	delete(g.servers, srv)
+	g.mu.Unlock()
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// ListenAndServe listens on Config.Addr and calls [Gateway.Serve].
+func (g *Gateway) ListenAndServe(ctx context.Context) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", g.cfg.Addr)
+	if err != nil {
+		return err
+	}
+	return g.Serve(ctx, ln)
+}

@@ -1,0 +1,335 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/jetstream"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		if err := checkNoLeaks(5 * time.Second); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// checkNoLeaks fails if goroutines of this package are still running once
+// the tests are done (after a grace period for ones that are finishing).
+func checkNoLeaks(grace time.Duration) error {
+	deadline := time.Now().Add(grace)
+	for {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		var leaked []string
+		for g := range strings.SplitSeq(string(buf), "\n\n") {
+			if strings.Contains(g, "eventhub/gateway.") && !strings.Contains(g, "TestMain") && !strings.Contains(g, "checkNoLeaks") {
+				leaked = append(leaked, g)
+			}
+		}
+		if len(leaked) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("leaked goroutines:\n%s", strings.Join(leaked, "\n\n"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// checkFor polls cond until it returns nil or timeout passes.
+func checkFor(t testing.TB, timeout, interval time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met after %v: %v", timeout, err)
+		}
+		time.Sleep(interval)
+	}
+}
+
+// newBus starts an embedded NATS server with JetStream for one test.
+func newBus(t testing.TB, mod ...func(*jetstream.OpenConfig)) *jetstream.Bus {
+	t.Helper()
+	oc := jetstream.OpenConfig{Server: jetstream.ServerConfig{DataDir: t.TempDir(), Port: -1}}
+	for _, m := range mod {
+		m(&oc)
+	}
+	b, err := jetstream.Open(context.Background(), oc)
+	if err != nil {
+		t.Fatalf("open bus: %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// testGateway is a gateway served on a loopback port.
+type testGateway struct {
+	*Gateway
+	url  string // ws://127.0.0.1:port
+	http string // http://127.0.0.1:port
+}
+
+func newGateway(t testing.TB, bus facade.Bus, cfg Config) *testGateway {
+	t.Helper()
+	g, err := New(bus, cfg)
+	if err != nil {
+		t.Fatalf("new gateway: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	addr := ln.Addr().String()
+	return &testGateway{Gateway: g, url: "ws://" + addr, http: "http://" + addr}
+}
+
+// wsClient is a raw protocol client for tests: a reader goroutine collects
+// frames, the test goroutine awaits them.
+type wsClient struct {
+	t    testing.TB
+	c    *websocket.Conn
+	corr atomic.Int64
+
+	mu     sync.Mutex
+	frames []Frame
+	raw    []string
+	notify chan struct{}
+	closed error // the read error, once reading stopped
+	done   chan struct{}
+}
+
+func dialRaw(t testing.TB, url string, h http.Header) (*websocket.Conn, *http.Response, error) {
+	t.Helper()
+	d := websocket.Dialer{HandshakeTimeout: 5 * time.Second}
+	return d.Dial(url, h)
+}
+
+// dial connects without authenticating.
+func dial(t testing.TB, url string) *wsClient {
+	t.Helper()
+	c, _, err := dialRaw(t, url, nil)
+	if err != nil {
+		t.Fatalf("dial %s: %v", url, err)
+	}
+	return newWSClient(t, c)
+}
+
+func newWSClient(t testing.TB, c *websocket.Conn) *wsClient {
+	w := &wsClient{t: t, c: c, notify: make(chan struct{}, 1), done: make(chan struct{})}
+	go w.readLoop()
+	t.Cleanup(func() {
+		c.Close()
+		<-w.done
+	})
+	return w
+}
+
+// dialAuth connects and authenticates with token.
+func dialAuth(t testing.TB, url, token string) *wsClient {
+	t.Helper()
+	w := dial(t, url)
+	w.ok(Frame{Op: OpAuth, Token: token})
+	return w
+}
+
+func (w *wsClient) readLoop() {
+	defer close(w.done)
+	for {
+		_, data, err := w.c.ReadMessage()
+		w.mu.Lock()
+		if err != nil {
+			w.closed = err
+			w.mu.Unlock()
+			w.wake()
+			return
+		}
+		var f Frame
+		if err := json.Unmarshal(data, &f); err != nil {
+			f = Frame{Op: "UNPARSEABLE", Msg: string(data)}
+		}
+		w.frames = append(w.frames, f)
+		w.raw = append(w.raw, string(data))
+		w.mu.Unlock()
+		w.wake()
+	}
+}
+
+func (w *wsClient) wake() {
+	select {
+	case w.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (w *wsClient) sendRaw(s string) {
+	w.t.Helper()
+	if err := w.c.WriteMessage(websocket.TextMessage, []byte(s)); err != nil {
+		w.t.Fatalf("write: %v", err)
+	}
+}
+
+func (w *wsClient) send(f Frame) {
+	w.t.Helper()
+	b, err := Encode(&f)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.sendRaw(string(b))
+}
+
+// await returns (and consumes) the first frame matching pred, waiting up to
+// timeout. ok is false on timeout or when the connection closed first.
+func (w *wsClient) await(timeout time.Duration, pred func(Frame) bool) (Frame, bool) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		w.mu.Lock()
+		for i, f := range w.frames {
+			if pred(f) {
+				w.frames = append(w.frames[:i], w.frames[i+1:]...)
+				w.mu.Unlock()
+				return f, true
+			}
+		}
+		closed := w.closed
+		w.mu.Unlock()
+		if closed != nil {
+			return Frame{}, false
+		}
+		select {
+		case <-w.notify:
+		case <-deadline.C:
+			return Frame{}, false
+		}
+	}
+}
+
+// request sends f with a fresh corr and returns the OK or ERR answering it.
+func (w *wsClient) request(f Frame) Frame {
+	w.t.Helper()
+	f.Corr = fmt.Sprintf("c%d", w.corr.Add(1))
+	w.send(f)
+	r, ok := w.await(5*time.Second, func(r Frame) bool { return (r.Op == OpOK || r.Op == OpErr) && r.Corr == f.Corr })
+	if !ok {
+		w.t.Fatalf("no answer to %s %s (closed: %v)", f.Op, f.Corr, w.closeErr())
+	}
+	return r
+}
+
+// ok is request expecting OK.
+func (w *wsClient) ok(f Frame) Frame {
+	w.t.Helper()
+	r := w.request(f)
+	if r.Op != OpOK {
+		w.t.Fatalf("%s: got ERR %s: %s", f.Op, r.Code, r.Msg)
+	}
+	return r
+}
+
+// errCode is request expecting ERR with code.
+func (w *wsClient) errCode(f Frame, code string) Frame {
+	w.t.Helper()
+	r := w.request(f)
+	if r.Op != OpErr || r.Code != code {
+		w.t.Fatalf("%s: got %s %s (%s), want ERR %s", f.Op, r.Op, r.Code, r.Msg, code)
+	}
+	return r
+}
+
+// event awaits the next EVENT (of any subscription).
+func (w *wsClient) event(timeout time.Duration) (Frame, bool) {
+	return w.await(timeout, func(f Frame) bool { return f.Op == OpEvent })
+}
+
+func (w *wsClient) mustEvent() Frame {
+	w.t.Helper()
+	f, ok := w.event(10 * time.Second)
+	if !ok {
+		w.t.Fatalf("no EVENT (closed: %v)", w.closeErr())
+	}
+	return f
+}
+
+// noEvent asserts that no EVENT arrives within d.
+func (w *wsClient) noEvent(d time.Duration) {
+	w.t.Helper()
+	if f, ok := w.event(d); ok {
+		w.t.Fatalf("unexpected EVENT %s attempt %d", f.Event.ID, f.Ctx.Attempt)
+	}
+}
+
+func (w *wsClient) closeErr() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.closed
+}
+
+// waitClose waits for the connection to close and returns the close code
+// (-1 when it was not a close frame).
+func (w *wsClient) waitClose(timeout time.Duration) int {
+	w.t.Helper()
+	select {
+	case <-w.done:
+	case <-time.After(timeout):
+		w.t.Fatalf("connection still open after %v", timeout)
+	}
+	var ce *websocket.CloseError
+	if errors.As(w.closeErr(), &ce) {
+		return ce.Code
+	}
+	return -1
+}
+
+func subscribeFrame(topic, group string, opts string) Frame {
+	f := Frame{Op: OpSubscribe, Topic: topic, Group: group}
+	if opts != "" {
+		f.Opts = json.RawMessage(opts)
+	}
+	return f
+}
+
+func ackFrame(ev Frame) Frame {
+	return Frame{Op: OpAck, Topic: ev.Topic, Group: ev.Group, ID: ev.Event.ID}
+}
+
+func publish(t testing.TB, b facade.Publisher, topic string, payload string) *facade.EventRecord {
+	t.Helper()
+	rec, err := b.Publish(context.Background(), topic, json.RawMessage(payload), facade.PublishOptions{})
+	if err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	return rec
+}

@@ -1,0 +1,784 @@
+package gateway
+
+// This file is the wire protocol and nothing else: frame structs, the op
+// table, Decode / Encode and the hand-rolled encoders of the hot frames. It
+// does no I/O and knows no session; package client uses it too.
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/eventhub/eventhub/facade"
+)
+
+// Ops of the protocol.
+const (
+	OpAuth        = "AUTH"
+	OpOK          = "OK"
+	OpErr         = "ERR"
+	OpSubscribe   = "SUBSCRIBE"
+	OpUnsubscribe = "UNSUBSCRIBE"
+	OpPublish     = "PUBLISH"
+	OpEvent       = "EVENT"
+	OpAck         = "ACK"
+	OpNack        = "NACK"
+	OpModAck      = "MODACK"
+	OpCursor      = "CURSOR"
+	OpSeek        = "SEEK"
+)
+
+// OpInfo describes one op.
+type OpInfo struct {
+	Op string
+	// FromClient: the client sends it (else the server does).
+	FromClient bool
+	// Extension: not in the original specification.
+	Extension bool
+}
+
+// Ops is the op table.
+var Ops = []OpInfo{
+	{OpAuth, true, false},
+	{OpOK, false, false},
+	{OpErr, false, false},
+	{OpSubscribe, true, false},
+	{OpUnsubscribe, true, false},
+	{OpPublish, true, false},
+	{OpEvent, false, false},
+	{OpAck, true, false},
+	{OpNack, true, false},
+	{OpModAck, true, false},
+	{OpCursor, true, true},
+	{OpSeek, true, true},
+}
+
+func lookupOp(op string) (OpInfo, bool) {
+	for _, o := range Ops {
+		if o.Op == op {
+			return o, true
+		}
+	}
+	return OpInfo{}, false
+}
+
+// Frame is every frame of the protocol: one JSON object per WebSocket text
+// message, with the fields its op uses. The field order is the order of the
+// encoded JSON.
+type Frame struct {
+	Op   string `json:"op"`
+	Corr string `json:"corr,omitempty"`
+	// AUTH
+	Token string `json:"token,omitempty"`
+	// SUBSCRIBE, UNSUBSCRIBE, PUBLISH, EVENT, ACK, NACK, MODACK, CURSOR, SEEK
+	Topic string `json:"topic,omitempty"`
+	Group string `json:"group,omitempty"`
+	// ACK, NACK, MODACK; OK of PUBLISH (the new event's id)
+	ID string `json:"id,omitempty"`
+	// OK of PUBLISH (extension): the event's stream position and time.
+	Seq uint64 `json:"seq,omitempty"`
+	TS  int64  `json:"ts,omitempty"`
+	// ACK, NACK, MODACK (extension): when set, the frame applies only to
+	// this attempt of the event (a stale frame gets unknown_id).
+	Attempt int `json:"attempt,omitempty"`
+	// NACK
+	Reason string `json:"reason,omitempty"`
+	// MODACK
+	ExtendMs int64 `json:"extend_ms,omitempty"`
+	// PUBLISH
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// SUBSCRIBE (facade.SubscribeOptions), PUBLISH (facade.PublishOptions)
+	Opts json.RawMessage `json:"opts,omitempty"`
+	// SEEK; OK of CURSOR
+	Cursor *facade.CursorPosition `json:"cursor,omitempty"`
+	// ERR
+	Code string `json:"code,omitempty"`
+	Msg  string `json:"msg,omitempty"`
+	// EVENT
+	Event *facade.EventRecord `json:"event,omitempty"`
+	Ctx   *EventContext       `json:"ctx,omitempty"`
+}
+
+// EventContext is the ctx of an EVENT frame.
+type EventContext struct {
+	// Attempt counts deliveries of the event to the group, from 1.
+	Attempt int `json:"attempt"`
+	// AckDeadlineMs is the lease: milliseconds left to ACK, NACK or MODACK.
+	AckDeadlineMs int64 `json:"ack_deadline_ms"`
+}
+
+// Decode parses one client or server frame into f, which it resets first.
+// Errors are *facade.Error with code bad_json (not JSON), bad_frame (not
+// an object, no op, a field of the wrong type) or unknown_op. On bad_frame
+// and unknown_op, f.Corr is still set when the frame had a string corr, so
+// the ERR can echo it. The decoded frame does not alias data.
+func Decode(data []byte, f *Frame) error {
+	*f = Frame{}
+	if !decodeFlat(data, f) && !decodeEvent(data, f) {
+		*f = Frame{}
+		if err := decodeJSON(data, f); err != nil {
+			return err
+		}
+	}
+	if f.Op == "" {
+		return errorf(CodeBadFrame, "missing op")
+	}
+	if _, ok := lookupOp(f.Op); !ok {
+		return errorf(CodeUnknownOp, "unknown op %q", truncateString(f.Op, 64))
+	}
+	return nil
+}
+
+// decodeJSON is the general decoder (encoding/json).
+func decodeJSON(data []byte, f *Frame) error {
+	if err := json.Unmarshal(data, f); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			field := te.Field
+			if field == "" {
+				return errorf(CodeBadFrame, "a frame is a JSON object, not %s", te.Value)
+			}
+			return errorf(CodeBadFrame, "field %s: want %s, not %s", field, te.Type, te.Value)
+		}
+		return errorf(CodeBadJSON, "%s", err.Error())
+	}
+	return nil
+}
+
+// The fast decoders below handle the frames of the hot path (ACK, NACK,
+// MODACK from clients; EVENT, OK, ERR from the gateway) in the exact,
+// compact shape the Append functions write, without reflection. Anything
+// else (whitespace, escapes, non-ASCII strings, unknown fields, other
+// shapes) makes them report false, and Decode falls back to encoding/json;
+// FuzzDecode checks that both give the same frame.
+
+// decodeFlat decodes an object of plain strings and integers, keys in any
+// order.
+func decodeFlat(data []byte, f *Frame) bool {
+	n := len(data)
+	if n < 2 || data[0] != '{' || data[n-1] != '}' || data[1] == '}' {
+		return false
+	}
+	i := 1
+	for {
+		ka, kb, ok := plainString(data, i)
+		if !ok || kb+1 >= n || data[kb+1] != ':' {
+			return false
+		}
+		i = kb + 2
+		switch string(data[ka:kb]) {
+		case "op":
+			f.Op, i, ok = stringField(data, i)
+		case "corr":
+			f.Corr, i, ok = stringField(data, i)
+		case "token":
+			f.Token, i, ok = stringField(data, i)
+		case "topic":
+			f.Topic, i, ok = stringField(data, i)
+		case "group":
+			f.Group, i, ok = stringField(data, i)
+		case "id":
+			f.ID, i, ok = stringField(data, i)
+		case "reason":
+			f.Reason, i, ok = stringField(data, i)
+		case "code":
+			f.Code, i, ok = stringField(data, i)
+		case "msg":
+			f.Msg, i, ok = stringField(data, i)
+		case "ts":
+			f.TS, i, ok = intField(data, i)
+		case "extend_ms":
+			f.ExtendMs, i, ok = intField(data, i)
+		case "attempt":
+			var v int64
+			v, i, ok = intField(data, i)
+			f.Attempt = int(v)
+		case "seq":
+			if i < n && data[i] == '-' {
+				return false // not a uint64, even -0
+			}
+			var v int64
+			v, i, ok = intField(data, i)
+			f.Seq = uint64(v)
+		default:
+			return false
+		}
+		if !ok || i >= n {
+			return false
+		}
+		switch data[i] {
+		case ',':
+			i++
+		case '}':
+			return i == n-1
+		default:
+			return false
+		}
+	}
+}
+
+// plainString finds the string starting at data[i]: its content is
+// data[a:b] and data[b] is the closing quote. Strings with escapes, control
+// characters or non-ASCII bytes are not plain.
+func plainString(data []byte, i int) (a, b int, ok bool) {
+	if i >= len(data) || data[i] != '"' {
+		return 0, 0, false
+	}
+	for j := i + 1; j < len(data); j++ {
+		c := data[j]
+		switch {
+		case c == '"':
+			return i + 1, j, true
+		case c < 0x20 || c == '\\' || c >= utf8.RuneSelf:
+			return 0, 0, false
+		}
+	}
+	return 0, 0, false
+}
+
+func stringField(data []byte, i int) (string, int, bool) {
+	a, b, ok := plainString(data, i)
+	if !ok {
+		return "", 0, false
+	}
+	return string(data[a:b]), b + 1, true
+}
+
+// intField parses a JSON integer (no fraction or exponent, at most 18
+// digits) at data[i].
+func intField(data []byte, i int) (int64, int, bool) {
+	neg := false
+	if i < len(data) && data[i] == '-' {
+		neg = true
+		i++
+	}
+	start := i
+	var v int64
+	for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+		v = v*10 + int64(data[i]-'0')
+		i++
+	}
+	d := i - start
+	if d == 0 || d > 18 || (d > 1 && data[start] == '0') {
+		return 0, 0, false
+	}
+	if i < len(data) && (data[i] == '.' || data[i] == 'e' || data[i] == 'E') {
+		return 0, 0, false
+	}
+	if neg {
+		v = -v
+	}
+	return v, i, true
+}
+
+// expect reports whether data[i:] starts with lit, and the index after it.
+func expect(data []byte, i int, lit string) (int, bool) {
+	if len(data)-i < len(lit) || string(data[i:i+len(lit)]) != lit {
+		return i, false
+	}
+	return i + len(lit), true
+}
+
+// decodeEvent decodes an EVENT frame in the layout of AppendEvent.
+func decodeEvent(data []byte, f *Frame) bool {
+	i, ok := expect(data, 0, `{"op":"EVENT","topic":`)
+	if !ok {
+		return false
+	}
+	f.Op = OpEvent
+	if f.Topic, i, ok = stringField(data, i); !ok {
+		return false
+	}
+	if i, ok = expect(data, i, `,"group":`); !ok {
+		return false
+	}
+	if f.Group, i, ok = stringField(data, i); !ok {
+		return false
+	}
+	if i, ok = expect(data, i, `,"event":{"id":`); !ok {
+		return false
+	}
+	e := new(facade.EventRecord)
+	f.Event = e
+	if e.ID, i, ok = stringField(data, i); !ok {
+		return false
+	}
+	if j, ok := expect(data, i, `,"sid":`); ok {
+		if e.SID, i, ok = stringField(data, j); !ok {
+			return false
+		}
+	}
+	if i, ok = expect(data, i, `,"ts":`); !ok {
+		return false
+	}
+	if e.TS, i, ok = intField(data, i); !ok {
+		return false
+	}
+	if i, ok = expect(data, i, `,"topic":`); !ok {
+		return false
+	}
+	if e.Topic, i, ok = stringField(data, i); !ok {
+		return false
+	}
+	if j, ok := expect(data, i, `,"key":`); ok {
+		if e.Key, i, ok = stringField(data, j); !ok {
+			return false
+		}
+	}
+	if j, ok := expect(data, i, `,"partition":`); ok {
+		var p int64
+		if p, i, ok = intField(data, j); !ok {
+			return false
+		}
+		pi := int(p)
+		e.Partition = &pi
+	}
+	if j, ok := expect(data, i, `,"headers":{`); ok {
+		e.Headers = make(map[string]string)
+		i = j
+		for first := true; ; first = false {
+			if j, ok := expect(data, i, "}"); ok {
+				i = j
+				break
+			}
+			if !first {
+				if i, ok = expect(data, i, ","); !ok {
+					return false
+				}
+			}
+			var k, v string
+			if k, i, ok = stringField(data, i); !ok {
+				return false
+			}
+			if i, ok = expect(data, i, ":"); !ok {
+				return false
+			}
+			if v, i, ok = stringField(data, i); !ok {
+				return false
+			}
+			e.Headers[k] = v
+		}
+	}
+	if i, ok = expect(data, i, `,"payload":`); !ok {
+		return false
+	}
+	end, ok := skipValue(data, i)
+	if !ok || !json.Valid(data[i:end]) {
+		return false
+	}
+	e.Payload = append(json.RawMessage(nil), data[i:end]...)
+	i = end
+	if j, ok := expect(data, i, `,"caused_by":`); ok {
+		if e.CausedBy, i, ok = stringArray(data, j); !ok {
+			return false
+		}
+	}
+	if j, ok := expect(data, i, `,"tags":`); ok {
+		if e.Tags, i, ok = stringArray(data, j); !ok {
+			return false
+		}
+	}
+	if j, ok := expect(data, i, `,"seq":`); ok {
+		var v int64
+		if j < len(data) && data[j] == '-' {
+			return false
+		}
+		if v, i, ok = intField(data, j); !ok {
+			return false
+		}
+		e.Seq = uint64(v)
+	}
+	if i, ok = expect(data, i, `},"ctx":{"attempt":`); !ok {
+		return false
+	}
+	f.Ctx = new(EventContext)
+	var a int64
+	if a, i, ok = intField(data, i); !ok {
+		return false
+	}
+	f.Ctx.Attempt = int(a)
+	if i, ok = expect(data, i, `,"ack_deadline_ms":`); !ok {
+		return false
+	}
+	if f.Ctx.AckDeadlineMs, i, ok = intField(data, i); !ok {
+		return false
+	}
+	i, ok = expect(data, i, "}}")
+	return ok && i == len(data)
+}
+
+func stringArray(data []byte, i int) ([]string, int, bool) {
+	i, ok := expect(data, i, "[")
+	if !ok {
+		return nil, 0, false
+	}
+	var out []string
+	if j, ok := expect(data, i, "]"); ok {
+		return []string{}, j, true
+	}
+	for {
+		var s string
+		if s, i, ok = stringField(data, i); !ok {
+			return nil, 0, false
+		}
+		out = append(out, s)
+		if j, ok := expect(data, i, "]"); ok {
+			return out, j, true
+		}
+		if i, ok = expect(data, i, ","); !ok {
+			return nil, 0, false
+		}
+	}
+}
+
+// skipValue returns the end of the JSON value starting at data[i], without
+// validating it (strings and nesting only).
+func skipValue(data []byte, i int) (int, bool) {
+	depth := 0
+	for j := i; j < len(data); j++ {
+		switch c := data[j]; c {
+		case '"':
+			for j++; j < len(data) && data[j] != '"'; j++ {
+				if data[j] == '\\' {
+					j++
+				}
+			}
+			if j >= len(data) {
+				return 0, false
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return j, j > i
+			}
+			depth--
+		case ',':
+			if depth == 0 {
+				return j, j > i
+			}
+		}
+		if depth == 0 && (data[j] == '"' || data[j] == '}' || data[j] == ']') {
+			return j + 1, true
+		}
+	}
+	return 0, false
+}
+
+// Encode returns the JSON of f. It is the general (reflective) encoder; the
+// hot frames have Append functions that produce the same bytes faster.
+func Encode(f *Frame) ([]byte, error) {
+	return json.Marshal(f)
+}
+
+// AppendEvent appends the EVENT frame of event e, delivered to group on the
+// subscription of topic, to dst. The payload's stored bytes are copied (and
+// compacted), never re-marshalled; the output equals json.Marshal of the
+// equivalent [Frame] for any valid JSON payload.
+func AppendEvent(dst []byte, topic, group string, e *facade.EventRecord, attempt int, ackDeadlineMs int64) []byte {
+	dst = append(dst, `{"op":"EVENT","topic":`...)
+	dst = appendString(dst, topic)
+	dst = append(dst, `,"group":`...)
+	dst = appendString(dst, group)
+	dst = append(dst, `,"event":`...)
+	dst = AppendEventRecord(dst, e)
+	dst = append(dst, `,"ctx":{"attempt":`...)
+	dst = strconv.AppendInt(dst, int64(attempt), 10)
+	dst = append(dst, `,"ack_deadline_ms":`...)
+	dst = strconv.AppendInt(dst, ackDeadlineMs, 10)
+	return append(dst, "}}"...)
+}
+
+// AppendEventRecord appends the JSON of e (as json.Marshal would write it)
+// to dst, copying the payload bytes.
+func AppendEventRecord(dst []byte, e *facade.EventRecord) []byte {
+	if e == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, `{"id":`...)
+	dst = appendString(dst, e.ID)
+	if e.SID != "" {
+		dst = append(dst, `,"sid":`...)
+		dst = appendString(dst, e.SID)
+	}
+	dst = append(dst, `,"ts":`...)
+	dst = strconv.AppendInt(dst, e.TS, 10)
+	dst = append(dst, `,"topic":`...)
+	dst = appendString(dst, e.Topic)
+	if e.Key != "" {
+		dst = append(dst, `,"key":`...)
+		dst = appendString(dst, e.Key)
+	}
+	if e.Partition != nil {
+		dst = append(dst, `,"partition":`...)
+		dst = strconv.AppendInt(dst, int64(*e.Partition), 10)
+	}
+	if len(e.Headers) > 0 {
+		dst = append(dst, `,"headers":`...)
+		dst = appendStringMap(dst, e.Headers)
+	}
+	dst = append(dst, `,"payload":`...)
+	if e.Payload == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = appendCompact(dst, e.Payload)
+	}
+	if len(e.CausedBy) > 0 {
+		dst = append(dst, `,"caused_by":`...)
+		dst = appendStrings(dst, e.CausedBy)
+	}
+	if len(e.Tags) > 0 {
+		dst = append(dst, `,"tags":`...)
+		dst = appendStrings(dst, e.Tags)
+	}
+	if e.Seq != 0 {
+		dst = append(dst, `,"seq":`...)
+		dst = strconv.AppendUint(dst, e.Seq, 10)
+	}
+	return append(dst, '}')
+}
+
+// AppendOK appends {"op":"OK","corr":corr} (corr omitted when empty).
+func AppendOK(dst []byte, corr string) []byte {
+	dst = append(dst, `{"op":"OK"`...)
+	dst = appendCorr(dst, corr)
+	return append(dst, '}')
+}
+
+// AppendPublishOK appends the OK of a PUBLISH: the event's id, and as
+// extensions its seq and ts.
+func AppendPublishOK(dst []byte, corr, id string, seq uint64, ts int64) []byte {
+	dst = append(dst, `{"op":"OK"`...)
+	dst = appendCorr(dst, corr)
+	if id != "" {
+		dst = append(dst, `,"id":`...)
+		dst = appendString(dst, id)
+	}
+	if seq != 0 {
+		dst = append(dst, `,"seq":`...)
+		dst = strconv.AppendUint(dst, seq, 10)
+	}
+	if ts != 0 {
+		dst = append(dst, `,"ts":`...)
+		dst = strconv.AppendInt(dst, ts, 10)
+	}
+	return append(dst, '}')
+}
+
+// AppendErr appends {"op":"ERR","corr":corr,"code":code,"msg":msg}.
+func AppendErr(dst []byte, corr, code, msg string) []byte {
+	dst = append(dst, `{"op":"ERR"`...)
+	dst = appendCorr(dst, corr)
+	if code != "" {
+		dst = append(dst, `,"code":`...)
+		dst = appendString(dst, code)
+	}
+	if msg != "" {
+		dst = append(dst, `,"msg":`...)
+		dst = appendString(dst, msg)
+	}
+	return append(dst, '}')
+}
+
+// AppendAck appends an ACK, NACK or MODACK frame (op), as a client sends
+// it. Empty / zero fields are omitted as json.Marshal of [Frame] would.
+func AppendAck(dst []byte, op, corr, topic, group, id string, attempt int, reason string, extendMs int64) []byte {
+	dst = append(dst, `{"op":`...)
+	dst = appendString(dst, op)
+	dst = appendCorr(dst, corr)
+	if topic != "" {
+		dst = append(dst, `,"topic":`...)
+		dst = appendString(dst, topic)
+	}
+	if group != "" {
+		dst = append(dst, `,"group":`...)
+		dst = appendString(dst, group)
+	}
+	if id != "" {
+		dst = append(dst, `,"id":`...)
+		dst = appendString(dst, id)
+	}
+	if attempt != 0 {
+		dst = append(dst, `,"attempt":`...)
+		dst = strconv.AppendInt(dst, int64(attempt), 10)
+	}
+	if reason != "" {
+		dst = append(dst, `,"reason":`...)
+		dst = appendString(dst, reason)
+	}
+	if extendMs != 0 {
+		dst = append(dst, `,"extend_ms":`...)
+		dst = strconv.AppendInt(dst, extendMs, 10)
+	}
+	return append(dst, '}')
+}
+
+func appendCorr(dst []byte, corr string) []byte {
+	if corr == "" {
+		return dst
+	}
+	dst = append(dst, `,"corr":`...)
+	return appendString(dst, corr)
+}
+
+func appendStrings(dst []byte, ss []string) []byte {
+	dst = append(dst, '[')
+	for i, s := range ss {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, s)
+	}
+	return append(dst, ']')
+}
+
+// appendStringMap writes m with its keys sorted, as encoding/json does.
+func appendStringMap(dst []byte, m map[string]string) []byte {
+	var small [8]string
+	keys := small[:0]
+	for k := range m {
+		keys = append(keys, k)
+	}
+	// Insertion sort: header maps are small.
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+	dst = append(dst, '{')
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, k)
+		dst = append(dst, ':')
+		dst = appendString(dst, m[k])
+	}
+	return append(dst, '}')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// safeASCII[b] is true for the ASCII bytes encoding/json writes as they are
+// (with HTML escaping on).
+var safeASCII = func() (t [utf8.RuneSelf]bool) {
+	for b := 0x20; b < utf8.RuneSelf; b++ {
+		switch b {
+		case '"', '\\', '<', '>', '&':
+		default:
+			t[b] = true
+		}
+	}
+	return t
+}()
+
+// appendString appends s as a JSON string exactly as encoding/json does:
+// HTML-safe escapes for <, >, &; \u2028 and \u2029 escaped; invalid UTF-8
+// replaced by \ufffd.
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if safeASCII[b] {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		if c == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if c == '\u2028' || c == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// compactSkip[b] marks the bytes appendCompact must look at: whitespace
+// (dropped outside strings), quotes and backslashes (string state), the
+// HTML characters and the lead byte of U+2028 / U+2029 (escaped).
+var compactSkip = func() (t [256]bool) {
+	for _, b := range []byte(" \t\r\n\"\\<>&\xe2") {
+		t[b] = true
+	}
+	return t
+}()
+
+// appendCompact appends the valid JSON value src without insignificant
+// whitespace and with <, >, &, U+2028, U+2029 escaped: what json.Marshal
+// writes for a json.RawMessage, in one pass and without validating (src was
+// validated when it was published).
+func appendCompact(dst, src []byte) []byte {
+	inString := false
+	start := 0
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		if !compactSkip[c] {
+			continue
+		}
+		switch c {
+		case '"':
+			inString = !inString
+		case '\\':
+			i++ // the escaped byte cannot end the string
+		case ' ', '\t', '\r', '\n':
+			if !inString {
+				dst = append(dst, src[start:i]...)
+				start = i + 1
+			}
+		case '<', '>', '&':
+			dst = append(dst, src[start:i]...)
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			start = i + 1
+		case 0xe2:
+			if i+2 < len(src) && src[i+1] == 0x80 && src[i+2]&^1 == 0xa8 {
+				dst = append(dst, src[start:i]...)
+				dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[src[i+2]&0xF])
+				i += 2
+				start = i + 1
+			}
+		}
+	}
+	return append(dst, src[start:]...)
+}
+
+func truncateString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

@@ -1,0 +1,319 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/eventhub/eventhub/facade"
+)
+
+// refEvent is the EVENT frame as a plain struct: what AppendEvent must
+// equal under json.Marshal.
+type refEvent struct {
+	Op    string              `json:"op"`
+	Topic string              `json:"topic"`
+	Group string              `json:"group"`
+	Event *facade.EventRecord `json:"event"`
+	Ctx   EventContext        `json:"ctx"`
+}
+
+func marshalRef(t testing.TB, topic, group string, e *facade.EventRecord, attempt int, ms int64) []byte {
+	t.Helper()
+	b, err := json.Marshal(refEvent{OpEvent, topic, group, e, EventContext{attempt, ms}})
+	if err != nil {
+		t.Fatalf("json.Marshal: %v", err)
+	}
+	return b
+}
+
+func TestAppendEventMatchesJSON(t *testing.T) {
+	part := 3
+	cases := []struct {
+		name string
+		e    *facade.EventRecord
+	}{
+		{"minimal", &facade.EventRecord{ID: "0190f0e0-0000-7000-8000-000000000001", TS: 1, Topic: "a.b", Payload: json.RawMessage(`{"x":1}`)}},
+		{"all fields", &facade.EventRecord{
+			ID: "id", SID: "sid", TS: 1_700_000_000_000, Topic: "a.b", Key: "host:name:1234", Partition: &part,
+			Headers:  map[string]string{"z": "last", "a": "first", "m": "<mid>", "": "empty"},
+			Payload:  json.RawMessage(`[1,"two",{"three":3.0e1},null,true]`),
+			CausedBy: []string{"c1", "c2"}, Tags: []string{"t"}, Seq: 42,
+		}},
+		{"whitespace payload", &facade.EventRecord{ID: "i", Topic: "t", Payload: json.RawMessage(" {\n\t\"a b\" : [ 1 , 2 ] ,\r\n \"c\":\"x y\" } ")}},
+		{"html and separators", &facade.EventRecord{ID: "<&>", Topic: "t", Key: "a\u2028b\u2029c", Payload: json.RawMessage(`{"h":"<script>&amp;</script>","s":"\u2028 ` + "\u2028\u2029" + `"}`)}},
+		{"escapes", &facade.EventRecord{ID: "q\"b\\s/\b\f\n\r\t\x00\x1f\x7f", Topic: "t", Payload: json.RawMessage(`"\"\\\/\b\f\n\r\t\u0000"`)}},
+		{"invalid utf8 in strings", &facade.EventRecord{ID: "a\xffb\xc0", Topic: "t", Tags: []string{"\xe2\x80"}, Payload: json.RawMessage(`"ok"`)}},
+		{"unicode", &facade.EventRecord{ID: "日本", Topic: "t", Payload: json.RawMessage(`"日本 ü 🎉"`)}},
+		{"nil payload", &facade.EventRecord{ID: "i", Topic: "t"}},
+		{"empty collections", &facade.EventRecord{ID: "i", Topic: "t", Headers: map[string]string{}, Tags: []string{}, Payload: json.RawMessage(`0`)}},
+		{"many headers", &facade.EventRecord{ID: "i", Topic: "t", Payload: json.RawMessage(`0`), Headers: map[string]string{
+			"k9": "9", "k1": "1", "k8": "8", "k2": "2", "k7": "7", "k3": "3", "k6": "6", "k4": "4", "k5": "5", "k10": "10",
+		}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := AppendEvent(nil, "sub.topic", "grp<1>", tc.e, 2, 29_999)
+			want := marshalRef(t, "sub.topic", "grp<1>", tc.e, 2, 29_999)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("got  %s\nwant %s", got, want)
+			}
+			// And the union Frame decodes it back.
+			var f Frame
+			if err := Decode(got, &f); err != nil {
+				t.Fatal(err)
+			}
+			if f.Op != OpEvent || f.Event.ID != strings.ToValidUTF8(tc.e.ID, "\ufffd") || f.Ctx.Attempt != 2 {
+				t.Fatalf("decoded %+v", f)
+			}
+		})
+	}
+}
+
+func TestAppendFramesMatchEncode(t *testing.T) {
+	cases := []struct {
+		got  []byte
+		want Frame
+	}{
+		{AppendOK(nil, ""), Frame{Op: OpOK}},
+		{AppendOK(nil, "c<1>"), Frame{Op: OpOK, Corr: "c<1>"}},
+		{AppendPublishOK(nil, "c", "id", 7, 1700), Frame{Op: OpOK, Corr: "c", ID: "id", Seq: 7, TS: 1700}},
+		{AppendPublishOK(nil, "", "id", 0, 0), Frame{Op: OpOK, ID: "id"}},
+		{AppendErr(nil, "c", CodeBadJSON, "bad \"json\"\n"), Frame{Op: OpErr, Corr: "c", Code: CodeBadJSON, Msg: "bad \"json\"\n"}},
+		{AppendErr(nil, "", CodeInternal, ""), Frame{Op: OpErr, Code: CodeInternal}},
+		{AppendAck(nil, OpAck, "", "a.b", "g", "id", 0, "", 0), Frame{Op: OpAck, Topic: "a.b", Group: "g", ID: "id"}},
+		{AppendAck(nil, OpNack, "c", "a.b", "g", "id", 3, "why & how", 0), Frame{Op: OpNack, Corr: "c", Topic: "a.b", Group: "g", ID: "id", Attempt: 3, Reason: "why & how"}},
+		{AppendAck(nil, OpModAck, "c", "a.b", "g", "id", 1, "", 5000), Frame{Op: OpModAck, Corr: "c", Topic: "a.b", Group: "g", ID: "id", Attempt: 1, ExtendMs: 5000}},
+	}
+	for _, tc := range cases {
+		want, err := Encode(&tc.want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(tc.got, want) {
+			t.Errorf("got  %s\nwant %s", tc.got, want)
+		}
+	}
+}
+
+func TestDecode(t *testing.T) {
+	cases := []struct {
+		in       string
+		wantErr  error
+		wantCorr string
+		want     Frame
+	}{
+		{in: `{"op":"AUTH","token":"t","corr":"1"}`, want: Frame{Op: OpAuth, Token: "t", Corr: "1"}},
+		{in: `{"op":"PUBLISH","topic":"a.b","payload":{"x":[1]},"opts":{"key":"k"}}`, want: Frame{Op: OpPublish, Topic: "a.b", Payload: json.RawMessage(`{"x":[1]}`), Opts: json.RawMessage(`{"key":"k"}`)}},
+		{in: `{"op":"PUBLISH","topic":"a.b","payload":null}`, want: Frame{Op: OpPublish, Topic: "a.b", Payload: json.RawMessage(`null`)}},
+		{in: `{"op":"ACK","topic":"a","group":"g","id":"x","unknown":{"ignored":true}}`, want: Frame{Op: OpAck, Topic: "a", Group: "g", ID: "x"}},
+		{in: ``, wantErr: ErrBadJSON},
+		{in: `{"op":"AUTH"`, wantErr: ErrBadJSON},
+		{in: `{"op":"AUTH"}x`, wantErr: ErrBadJSON},
+		{in: `{"op":"AUTH","token":"\ud800"}`, want: Frame{Op: OpAuth, Token: "\ufffd"}},
+		{in: `null`, wantErr: ErrBadFrame},
+		{in: `"AUTH"`, wantErr: ErrBadFrame},
+		{in: `[{"op":"AUTH"}]`, wantErr: ErrBadFrame},
+		{in: `{"op":1}`, wantErr: ErrBadFrame},
+		{in: `{"op":"ACK","corr":"c","id":7}`, wantErr: ErrBadFrame, wantCorr: "c"},
+		{in: `{"op":"MODACK","corr":"c","extend_ms":"soon"}`, wantErr: ErrBadFrame, wantCorr: "c"},
+		{in: `{"op":"NOPE","corr":"c"}`, wantErr: ErrUnknownOp, wantCorr: "c"},
+		{in: `{"op":""}`, wantErr: ErrBadFrame},
+	}
+	for _, tc := range cases {
+		var f Frame
+		err := Decode([]byte(tc.in), &f)
+		if !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
+			t.Errorf("%s: err %v, want %v", tc.in, err, tc.wantErr)
+			continue
+		}
+		if err != nil {
+			if f.Corr != tc.wantCorr {
+				t.Errorf("%s: corr %q, want %q", tc.in, f.Corr, tc.wantCorr)
+			}
+			continue
+		}
+		if !reflect.DeepEqual(f, tc.want) {
+			t.Errorf("%s: got %+v, want %+v", tc.in, f, tc.want)
+		}
+	}
+}
+
+// The hot frames take the fast decoders.
+func TestFastPathsTaken(t *testing.T) {
+	var f Frame
+	for _, b := range [][]byte{
+		AppendAck(nil, OpAck, "", "a.b", "g", "0190f0e0-0000-7000-8000-000000000001", 2, "", 0),
+		AppendAck(nil, OpModAck, "c1", "a.b", "g", "x", 0, "", 5000),
+		AppendOK(nil, "c"), AppendErr(nil, "c", CodeUnknownID, "not in flight"),
+		AppendPublishOK(nil, "c", "id", 3, 4),
+	} {
+		if !decodeFlat(b, &f) {
+			t.Errorf("flat fast path refused %s", b)
+		}
+		f = Frame{}
+	}
+	part := 1
+	e := &facade.EventRecord{ID: "i", SID: "s", TS: 5, Topic: "a.b", Key: "k", Partition: &part,
+		Headers: map[string]string{"a": "1", "b": "2"}, Payload: json.RawMessage(`{"x":[1,"]",{"y":"}"}]}`),
+		CausedBy: []string{"c"}, Tags: []string{}, Seq: 9}
+	b := AppendEvent(nil, "a.b", "g", e, 1, 100)
+	if !decodeEvent(b, &f) {
+		t.Fatalf("EVENT fast path refused %s", b)
+	}
+	var slow Frame
+	if err := decodeJSON(b, &slow); err != nil {
+		t.Fatal(err)
+	}
+	f.Event.Tags, slow.Event.Tags = nil, nil // [] is omitted by the encoder
+	if !reflect.DeepEqual(f, slow) {
+		t.Fatalf("fast %+v\nslow %+v", f, slow)
+	}
+}
+
+func TestAppendCompact(t *testing.T) {
+	for _, in := range []string{`{}`, ` [ ] `, `{"a" : "b c" , "d":[1, 2,3 ]}`, `"\" <"`, `"\\" `, "\"\u2028\"", `"\u2028"`, `{"a":"\\\"&"}`} {
+		got := appendCompact(nil, []byte(in))
+		want, err := json.Marshal(json.RawMessage(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%q: got %s want %s", in, got, want)
+		}
+	}
+}
+
+// FuzzDecode: Decode never panics; every error carries a code of the table;
+// a decoded frame re-encodes and decodes to the same frame.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{
+		`{"op":"AUTH","token":"t","corr":"1"}`,
+		`{"op":"SUBSCRIBE","topic":"a.b","group":"g","opts":{"from":"earliest","ackTimeoutMs":1000}}`,
+		`{"op":"PUBLISH","topic":"a.b","payload":{"x":[1, 2]},"opts":{"key":"k","tags":["a"]}}`,
+		`{"op":"ACK","topic":"a","group":"g","id":"x","attempt":2}`,
+		`{"op":"MODACK","topic":"a","group":"g","id":"x","extend_ms":3000}`,
+		`{"op":"SEEK","topic":"a","group":"g","cursor":{"lastSeq":3}}`,
+		`{"op":"EVENT","topic":"a","group":"g","event":{"id":"i","ts":1,"topic":"a","payload":null},"ctx":{"attempt":1,"ack_deadline_ms":5}}`,
+		`{"op":"ERR","code":"bad_json","msg":"x"}`,
+		`{"op":"AUTH"`, `[]`, `null`, `{"op":7}`, `{"OP":"AUTH","Token":"x"}`, `{"op":"AUTH","token":"\ud800"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		// The fast decoders agree with encoding/json whenever they accept.
+		var fast, slow Frame
+		accepted := decodeFlat(data, &fast)
+		if !accepted {
+			fast = Frame{}
+			accepted = decodeEvent(data, &fast)
+		}
+		if accepted {
+			if err := decodeJSON(data, &slow); err != nil {
+				t.Fatalf("fast path accepted what encoding/json refuses (%v): %q", err, data)
+			}
+			if !reflect.DeepEqual(fast, slow) {
+				t.Fatalf("fast and slow decoding differ for %q:\n%+v\n%+v", data, fast, slow)
+			}
+		}
+		var fr Frame
+		err := Decode(data, &fr)
+		if err != nil {
+			var fe *facade.Error
+			if !errors.As(err, &fe) {
+				t.Fatalf("error without code: %v", err)
+			}
+			if _, ok := LookupCode(fe.Code); !ok {
+				t.Fatalf("code %q not in the table", fe.Code)
+			}
+			return
+		}
+		enc, err := Encode(&fr)
+		if err != nil {
+			t.Fatalf("re-encode %+v: %v", fr, err)
+		}
+		var again Frame
+		if err := Decode(enc, &again); err != nil {
+			t.Fatalf("re-decode %s: %v", enc, err)
+		}
+		normalize(&fr)
+		normalize(&again)
+		if !reflect.DeepEqual(fr, again) {
+			t.Fatalf("round trip changed the frame:\n%+v\n%+v", fr, again)
+		}
+		// The encoding is canonical: encoding again changes nothing.
+		if enc2, err := Encode(&again); err != nil || !bytes.Equal(enc, enc2) {
+			t.Fatalf("encoding not stable:\n%s\n%s (%v)", enc, enc2, err)
+		}
+	})
+}
+
+// normalize compacts the raw JSON fields (encoding compacts them).
+func normalize(f *Frame) {
+	c := func(r json.RawMessage) json.RawMessage {
+		if r == nil {
+			return nil
+		}
+		var b bytes.Buffer
+		if err := json.Compact(&b, r); err != nil {
+			return r
+		}
+		return b.Bytes()
+	}
+	f.Payload, f.Opts = c(f.Payload), c(f.Opts)
+	if e := f.Event; e != nil {
+		// Absent, empty and null encode alike.
+		e.Payload = c(e.Payload)
+		if e.Payload == nil {
+			e.Payload = json.RawMessage("null")
+		}
+		if len(e.Headers) == 0 {
+			e.Headers = nil
+		}
+		if len(e.Tags) == 0 {
+			e.Tags = nil
+		}
+		if len(e.CausedBy) == 0 {
+			e.CausedBy = nil
+		}
+	}
+}
+
+// FuzzEncodeEvent: for any strings and any valid JSON payload, AppendEvent
+// is valid JSON and equals json.Marshal of the same frame.
+func FuzzEncodeEvent(f *testing.F) {
+	f.Add("0190f0e0-0000-7000-8000-000000000001", "a.b", "", "", "", "", []byte(`{"x":1}`), 1, int64(30000))
+	f.Add("<id>", "t", "host:a b", "h<", "v&", "tag\u2028", []byte(" [ 1 , \"a b\" ] "), 3, int64(0))
+	f.Add("\xff", "\x00", "\u2029", "\"", "\\", "\n", []byte(`"\u003c<>&"`), -1, int64(-5))
+	f.Add("i", "t", "k", "", "v", "", []byte("\"\xe2\x80\xa8\""), 2, int64(7))
+	f.Fuzz(func(t *testing.T, id, topic, key, hk, hv, tag string, payload []byte, attempt int, ms int64) {
+		if !json.Valid(payload) {
+			return
+		}
+		e := &facade.EventRecord{ID: id, TS: int64(len(id)), Topic: topic, Key: key, Payload: payload, Seq: uint64(len(key))}
+		if hk != "" || hv != "" {
+			e.Headers = map[string]string{hk: hv, "x-" + hk: hv}
+		}
+		if tag != "" {
+			e.Tags = []string{tag, tag}
+			e.CausedBy = []string{id}
+		}
+		got := AppendEvent(nil, topic, key, e, attempt, ms)
+		if !json.Valid(got) {
+			t.Fatalf("invalid JSON: %s", got)
+		}
+		want := marshalRef(t, topic, key, e, attempt, ms)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+		var fast, slow Frame
+		if decodeEvent(got, &fast) {
+			if err := decodeJSON(got, &slow); err != nil || !reflect.DeepEqual(fast, slow) {
+				t.Fatalf("fast EVENT decoding of %s:\n%+v\n%+v (%v)", got, fast, slow, err)
+			}
+		}
+	})
+}

@@ -1,0 +1,178 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/eventhub/eventhub/facade"
+)
+
+// HTTP headers of POST /publish/{topic} that set event options. No other
+// request header reaches the event.
+const (
+	HeaderKey          = "Eventhub-Key"
+	HeaderID           = "Eventhub-Id"
+	HeaderTags         = "Eventhub-Tags"      // comma-separated
+	HeaderCausedBy     = "Eventhub-Caused-By" // comma-separated event ids
+	HeaderSID          = "Eventhub-Sid"
+	HeaderTS           = "Eventhub-Ts"        // epoch milliseconds
+	HeaderPartition    = "Eventhub-Partition" // integer
+	HeaderHeaderPrefix = "Eventhub-Header-"   // Eventhub-Header-<Name>: value → headers[lower(name)]
+)
+
+// publishResponse is the 200 body of POST /publish/{topic}.
+type publishResponse struct {
+	ID  string `json:"id"`
+	Seq uint64 `json:"seq,omitempty"`
+	TS  int64  `json:"ts"`
+}
+
+type httpError struct {
+	Error struct {
+		Code string `json:"code"`
+		Msg  string `json:"msg"`
+	} `json:"error"`
+}
+
+// servePublish is POST /publish/{topic}: the body is the payload, the
+// Eventhub-* headers the options.
+func (g *Gateway) servePublish(w http.ResponseWriter, r *http.Request) {
+	if !g.cfg.originAllowed(r.Header.Get("Origin"), r.Host) {
+		writeHTTPError(w, errorf(CodeForbidden, "origin not allowed"))
+		return
+	}
+	p, err := g.authenticateHTTP(r)
+	if err != nil {
+		if code, _ := toWire(err, CodeBadToken); code == CodeUnauthorized || code == CodeBadToken {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="eventhub"`)
+		}
+		writeHTTPError(w, err)
+		return
+	}
+	topic := r.PathValue("topic")
+	if err := facade.ValidateTopic(topic); err != nil {
+		writeHTTPError(w, err)
+		return
+	}
+	if !p.Allow(ActionPublish, topic, "") {
+		writeHTTPError(w, errorf(CodeForbidden, "no publish permission on %s", topic))
+		return
+	}
+	opts, err := publishOptions(r.Header)
+	if err != nil {
+		writeHTTPError(w, err)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.cfg.MaxPayloadBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeHTTPError(w, errorf(CodeTooLarge, "body larger than %d bytes", g.cfg.MaxPayloadBytes))
+			return
+		}
+		writeHTTPError(w, errorf(CodeBadRequest, "read body: %v", err))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.RequestTimeout)
+	defer cancel()
+	rec, err := g.bus.Publish(ctx, topic, body, opts)
+	if err != nil {
+		code, _ := toWire(err, CodePublishFailed)
+		if code == CodePublishFailed || code == CodeInternal {
+			g.log.Warn("http publish failed", "topic", topic, "err", err)
+		}
+		writeHTTPErrorCode(w, err, CodePublishFailed)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(publishResponse{ID: rec.ID, Seq: rec.Seq, TS: rec.TS})
+}
+
+// authenticateHTTP checks the bearer token, if authentication is on.
+func (g *Gateway) authenticateHTTP(r *http.Request) (Principal, error) {
+	if !g.cfg.AuthConfigured() {
+		return AllowAll, nil
+	}
+	h := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(h, " ")
+	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return nil, errorf(CodeUnauthorized, "missing bearer token")
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.RequestTimeout)
+	defer cancel()
+	p, err := g.auth.Authenticate(ctx, strings.TrimSpace(token))
+	if err == nil && p == nil {
+		err = ErrBadToken
+	}
+	if err != nil {
+		_, msg := toWire(err, CodeBadToken)
+		return nil, &facade.Error{Code: CodeBadToken, Msg: msg}
+	}
+	return p, nil
+}
+
+// publishOptions reads the allow-listed Eventhub-* headers.
+func publishOptions(h http.Header) (facade.PublishOptions, error) {
+	var o facade.PublishOptions
+	o.Key = h.Get(HeaderKey)
+	o.ID = h.Get(HeaderID)
+	o.SID = h.Get(HeaderSID)
+	o.Tags = splitList(h.Values(HeaderTags))
+	o.CausedBy = splitList(h.Values(HeaderCausedBy))
+	if v := h.Get(HeaderTS); v != "" {
+		ts, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || ts <= 0 {
+			return o, errorf(CodeBadRequest, "%s: want epoch milliseconds, not %q", HeaderTS, v)
+		}
+		o.TS = ts
+	}
+	if v := h.Get(HeaderPartition); v != "" {
+		p, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return o, errorf(CodeBadRequest, "%s: want an integer, not %q", HeaderPartition, v)
+		}
+		o.Partition = &p
+	}
+	for name, vs := range h {
+		if len(name) <= len(HeaderHeaderPrefix) || !strings.EqualFold(name[:len(HeaderHeaderPrefix)], HeaderHeaderPrefix) {
+			continue
+		}
+		if o.Headers == nil {
+			o.Headers = make(map[string]string)
+		}
+		o.Headers[strings.ToLower(name[len(HeaderHeaderPrefix):])] = strings.Join(vs, ", ")
+	}
+	return o, nil
+}
+
+// splitList splits comma-separated header values, dropping empty items.
+func splitList(vs []string) []string {
+	var out []string
+	for _, v := range vs {
+		for item := range strings.SplitSeq(v, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				out = append(out, item)
+			}
+		}
+	}
+	return out
+}
+
+func writeHTTPError(w http.ResponseWriter, err error) {
+	writeHTTPErrorCode(w, err, CodeInternal)
+}
+
+func writeHTTPErrorCode(w http.ResponseWriter, err error, fallback string) {
+	code, msg := toWire(err, fallback)
+	var body httpError
+	body.Error.Code, body.Error.Msg = code, msg
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(httpStatus(code))
+	_ = json.NewEncoder(w).Encode(body)
+}

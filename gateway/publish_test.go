@@ -1,0 +1,168 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eventhub/eventhub/facade"
+)
+
+type httpResult struct {
+	status int
+	header http.Header
+	body   map[string]any
+}
+
+func post(t *testing.T, url, body string, h map[string]string) httpResult {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	r := httpResult{status: resp.StatusCode, header: resp.Header}
+	_ = json.Unmarshal(b, &r.body)
+	return r
+}
+
+func errCodeOf(r httpResult) string {
+	e, _ := r.body["error"].(map[string]any)
+	code, _ := e["code"].(string)
+	return code
+}
+
+func TestHTTPPublish(t *testing.T) {
+	bus := newBus(t)
+	g := newGateway(t, bus, Config{Token: "tok", MaxPayloadBytes: 1024})
+	url := g.http + "/publish/http.t"
+	h := map[string]string{
+		"Authorization":            "Bearer tok",
+		"Cookie":                   "session=secret",
+		"X-Other":                  "nope",
+		"Content-Type":             "application/json",
+		HeaderKey:                  "host:a:1",
+		HeaderTags:                 "a, b,,c",
+		HeaderCausedBy:             "0190f0e0-0000-7000-8000-000000000001",
+		HeaderSID:                  "sess-1",
+		HeaderTS:                   "1700000000000",
+		HeaderPartition:            "2",
+		"Eventhub-Header-Trace-Id": "abc",
+	}
+	r := post(t, url, `{"hello": "world"}`, h)
+	if r.status != 200 {
+		t.Fatalf("status %d %v", r.status, r.body)
+	}
+	id, _ := r.body["id"].(string)
+	if id == "" || r.body["seq"] != float64(1) {
+		t.Fatalf("body %v", r.body)
+	}
+	got := make(chan *facade.EventRecord, 1)
+	unsub, err := bus.Subscribe(context.Background(), "http.t", "reader", func(_ context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
+		got <- e
+		return nil
+	}, facade.SubscribeOptions{From: facade.FromEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unsub(context.Background())
+	var e *facade.EventRecord
+	select {
+	case e = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("event not delivered")
+	}
+	if e.ID != id || e.Key != "host:a:1" || e.SID != "sess-1" || e.TS != 1700000000000 || *e.Partition != 2 ||
+		!reflect.DeepEqual(e.Tags, []string{"a", "b", "c"}) || !reflect.DeepEqual(e.CausedBy, []string{"0190f0e0-0000-7000-8000-000000000001"}) {
+		t.Fatalf("event %+v", e)
+	}
+	// Only the Eventhub-Header-* headers reach the event.
+	if !reflect.DeepEqual(e.Headers, map[string]string{"trace-id": "abc"}) {
+		t.Fatalf("headers %v", e.Headers)
+	}
+	if string(e.Payload) != `{"hello": "world"}` {
+		t.Fatalf("payload %s", e.Payload)
+	}
+}
+
+func TestHTTPPublishErrors(t *testing.T) {
+	bus := newBus(t)
+	g := newGateway(t, bus, Config{Authenticator: testAuth, MaxPayloadBytes: 1024})
+	open := newGateway(t, bus, Config{})
+	auth := map[string]string{"Authorization": "Bearer admin"}
+	cases := []struct {
+		name   string
+		url    string
+		body   string
+		h      map[string]string
+		status int
+		code   string
+	}{
+		{"no token", g.http + "/publish/a.b", `1`, nil, 401, CodeUnauthorized},
+		{"not bearer", g.http + "/publish/a.b", `1`, map[string]string{"Authorization": "Basic YTpi"}, 401, CodeUnauthorized},
+		{"bad token", g.http + "/publish/a.b", `1`, map[string]string{"Authorization": "Bearer nope"}, 401, CodeBadToken},
+		{"forbidden topic", g.http + "/publish/no.t", `1`, map[string]string{"Authorization": "Bearer limited"}, 403, CodeForbidden},
+		{"origin", g.http + "/publish/a.b", `1`, map[string]string{"Authorization": "Bearer admin", "Origin": "https://evil.example.com"}, 403, CodeForbidden},
+		{"too large", g.http + "/publish/a.b", `"` + strings.Repeat("x", 2000) + `"`, auth, 413, CodeTooLarge},
+		{"bad json", g.http + "/publish/a.b", `{"a":`, auth, 400, CodeBadPayload},
+		{"empty body", g.http + "/publish/a.b", ``, auth, 400, CodeBadPayload},
+		{"bad topic", g.http + "/publish/a..b", `1`, auth, 400, CodeBadTopic},
+		{"bad ts", g.http + "/publish/a.b", `1`, map[string]string{"Authorization": "Bearer admin", HeaderTS: "yesterday"}, 400, CodeBadRequest},
+		{"bad id", g.http + "/publish/a.b", `1`, map[string]string{"Authorization": "Bearer admin", HeaderID: "a\tb"}, 400, CodeBadID},
+		{"no auth configured", open.http + "/publish/a.b", `{"ok":true}`, nil, 200, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := post(t, tc.url, tc.body, tc.h)
+			if r.status != tc.status || errCodeOf(r) != tc.code {
+				t.Fatalf("got %d %v, want %d %s", r.status, r.body, tc.status, tc.code)
+			}
+			if tc.status == 401 && r.header.Get("WWW-Authenticate") == "" {
+				t.Fatal("401 without WWW-Authenticate")
+			}
+		})
+	}
+	resp, err := http.Get(g.http + "/publish/a.b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("GET /publish: %d", resp.StatusCode)
+	}
+}
+
+// Two connections with different principals keep their own rights.
+func TestPrincipalPerConnection(t *testing.T) {
+	bus := newBus(t)
+	g := newGateway(t, bus, Config{Authenticator: testAuth})
+	admin := dialAuth(t, g.url, "admin")
+	limited := dialAuth(t, g.url, "limited")
+	admin2 := dialAuth(t, g.url, "admin") // authenticated after limited
+	for range 2 {
+		limited.errCode(Frame{Op: OpPublish, Topic: "no.t", Payload: json.RawMessage(`1`)}, CodeForbidden)
+		admin.ok(Frame{Op: OpPublish, Topic: "no.t", Payload: json.RawMessage(`1`)})
+		admin2.ok(subscribeFrame("no.t", "any", ""))
+		limited.errCode(subscribeFrame("no.t", "mine", ""), CodeForbidden)
+		limited.ok(Frame{Op: OpPublish, Topic: "ok.t", Payload: json.RawMessage(`1`)})
+		admin2.ok(Frame{Op: OpUnsubscribe, Topic: "no.t", Group: "any"})
+	}
+	// Re-AUTH replaces the connection's principal, and only its own.
+	limited.ok(Frame{Op: OpAuth, Token: "admin"})
+	limited.ok(Frame{Op: OpPublish, Topic: "no.t", Payload: json.RawMessage(`1`)})
+	other := dialAuth(t, g.url, "limited")
+	other.errCode(Frame{Op: OpPublish, Topic: "no.t", Payload: json.RawMessage(`1`)}, CodeForbidden)
+}

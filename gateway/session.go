@@ -1,0 +1,685 @@
+package gateway
+
+import (
+	"container/heap"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/eventhub/eventhub/facade"
+)
+
+// session is one client connection's protocol state: its principal, its
+// subscriptions and their leases. handle runs on the connection's reader
+// goroutine, one frame at a time; deliveries arrive on the bus's
+// goroutines; the sweeper runs on a timer. mu guards the shared state.
+type session struct {
+	gw     *Gateway
+	t      transport
+	log    *slog.Logger
+	ctx    context.Context // cancelled when the session ends
+	cancel context.CancelFunc
+
+	// Reader goroutine only.
+	principal Principal
+	pubs      chan pendingPublish // lazily started publish waiter
+	pubDone   chan struct{}
+
+	authed  atomic.Bool
+	closing atomic.Bool // no more frames are handled
+
+	mu        sync.Mutex
+	subs      map[subKey]*subscription
+	leases    leaseHeap // every lease of every subscription, by deadline
+	sweeper   *time.Timer
+	sweepAt   time.Time
+	authTimer *time.Timer
+	expTimer  *time.Timer
+	ended     bool
+}
+
+type subKey struct{ topic, group string }
+
+// subscription is one SUBSCRIBE of the session: a ManualAck member of the
+// group on the bus, and the leases of the events delivered to the client.
+type subscription struct {
+	key        subKey
+	ackTimeout time.Duration
+	unsub      facade.Unsubscribe
+	leases     map[string]*lease // by event id; at most one per id
+	stopped    bool
+}
+
+// lease is one event in flight to the client.
+type lease struct {
+	sub      *subscription
+	id       string
+	topic    string // the event's topic (differs from sub.key.topic with opts.topics)
+	attempt  int
+	deadline time.Time
+	index    int // in session.leases
+}
+
+type pendingPublish struct {
+	corr string
+	fut  facade.PublishFuture
+}
+
+func newSession(gw *Gateway, t transport, log *slog.Logger) *session {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &session{
+		gw: gw, t: t, log: log, ctx: ctx, cancel: cancel,
+		subs: make(map[subKey]*subscription),
+	}
+	s.mu.Lock()
+	s.authTimer = time.AfterFunc(gw.cfg.AuthTimeout, s.authExpired)
+	s.mu.Unlock()
+	return s
+}
+
+func (s *session) authExpired() {
+	if s.authed.Load() {
+		return
+	}
+	s.sendErr("", CodeAuthTimeout, fmt.Sprintf("no AUTH within %v", s.gw.cfg.AuthTimeout))
+	s.closeWith(CloseAuthTimeout, CodeAuthTimeout)
+}
+
+func (s *session) tokenExpired() {
+	s.sendErr("", CodeTokenExpired, "credentials expired")
+	s.closeWith(CloseTokenExpired, CodeTokenExpired)
+}
+
+// closeWith stops frame handling and closes the transport after the
+// queued frames.
+func (s *session) closeWith(code int, reason string) {
+	s.closing.Store(true)
+	s.t.Close(code, reason)
+}
+
+// slow disconnects a client whose queue is full.
+func (s *session) slow() {
+	s.log.Warn("client too slow; disconnecting")
+	s.closing.Store(true)
+	s.t.Abort(CloseSlowClient, CodeSlowClient)
+}
+
+func (s *session) send(buf *[]byte) {
+	if s.t.Send(buf) == queueFull {
+		s.slow()
+	}
+}
+
+func (s *session) sendErr(corr, code, msg string) {
+	buf := getBuf()
+	*buf = AppendErr((*buf)[:0], corr, code, msg)
+	s.send(buf)
+}
+
+func (s *session) sendOK(corr string) {
+	buf := getBuf()
+	*buf = AppendOK((*buf)[:0], corr)
+	s.send(buf)
+}
+
+func (s *session) reqCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(s.ctx, s.gw.cfg.RequestTimeout)
+}
+
+// handle decodes and executes one client frame. A panic ends the session
+// (server_error, 4000); it never reaches the process.
+func (s *session) handle(data []byte) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("session panic", "panic", r)
+			s.sendErr("", CodeServerError, "internal fault; reconnect")
+			s.closeWith(CloseServerError, CodeServerError)
+		}
+	}()
+	var f Frame
+	if err := Decode(data, &f); err != nil {
+		s.replyErr(f.Corr, err, CodeBadFrame)
+		return
+	}
+	if op, _ := lookupOp(f.Op); !op.FromClient {
+		s.sendErr(f.Corr, CodeUnknownOp, fmt.Sprintf("op %s is sent by the server, not the client", f.Op))
+		return
+	}
+	if f.Op != OpAuth && s.principal == nil {
+		s.sendErr(f.Corr, CodeUnauthorized, "send AUTH first")
+		return
+	}
+	fallback := CodeInternal
+	var err error
+	switch f.Op {
+	case OpAuth:
+		err = s.auth(&f)
+	case OpSubscribe:
+		err = s.subscribe(&f)
+	case OpUnsubscribe:
+		err = s.unsubscribe(&f)
+	case OpPublish:
+		fallback = CodePublishFailed
+		err = s.publish(&f)
+	case OpAck, OpNack, OpModAck:
+		err = s.settle(&f)
+	case OpCursor:
+		err = s.cursor(&f)
+	case OpSeek:
+		err = s.seek(&f)
+	}
+	if err != nil {
+		s.replyErr(f.Corr, err, fallback)
+	}
+}
+
+func (s *session) replyErr(corr string, err error, fallback string) {
+	code, msg := toWire(err, fallback)
+	if code == CodeInternal || code == CodePublishFailed {
+		s.log.Warn("request failed", "code", code, "err", err)
+	}
+	s.sendErr(corr, code, msg)
+}
+
+func (s *session) auth(f *Frame) error {
+	ctx, cancel := s.reqCtx()
+	defer cancel()
+	p, err := s.gw.auth.Authenticate(ctx, f.Token)
+	if err == nil && p == nil {
+		err = ErrBadToken
+	}
+	if err == nil {
+		if exp := p.ExpiresAt(); !exp.IsZero() && !exp.After(time.Now()) {
+			err = fmt.Errorf("%w: credentials expired", ErrBadToken)
+		}
+	}
+	if err != nil {
+		_, msg := toWire(err, CodeBadToken)
+		s.log.Info("authentication failed", "reason", msg)
+		s.sendErr(f.Corr, CodeBadToken, msg)
+		s.closeWith(CloseBadToken, CodeBadToken)
+		return nil
+	}
+	s.principal = p
+	s.authed.Store(true)
+	s.mu.Lock()
+	s.authTimer.Stop()
+	if s.expTimer != nil {
+		s.expTimer.Stop()
+		s.expTimer = nil
+	}
+	if exp := p.ExpiresAt(); !exp.IsZero() && !s.ended {
+		s.expTimer = time.AfterFunc(time.Until(exp), s.tokenExpired)
+	}
+	s.mu.Unlock()
+	s.sendOK(f.Corr)
+	return nil
+}
+
+func (s *session) allow(action, topic, group string) error {
+	if !s.principal.Allow(action, topic, group) {
+		if group != "" {
+			return errorf(CodeForbidden, "no %s permission on %s for group %s", action, topic, group)
+		}
+		return errorf(CodeForbidden, "no %s permission on %s", action, topic)
+	}
+	return nil
+}
+
+func validTopicGroup(f *Frame) error {
+	if err := facade.ValidateTopic(f.Topic); err != nil {
+		return err
+	}
+	return facade.ValidateGroup(f.Group)
+}
+
+func decodeOpts(raw json.RawMessage, v any) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return errorf(CodeBadFrame, "opts: %v", err)
+	}
+	return nil
+}
+
+func (s *session) subscribe(f *Frame) error {
+	if err := validTopicGroup(f); err != nil {
+		return err
+	}
+	var o facade.SubscribeOptions
+	if err := decodeOpts(f.Opts, &o); err != nil {
+		return err
+	}
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	for _, t := range append([]string{f.Topic}, o.Topics...) {
+		if err := s.allow(ActionSubscribe, t, f.Group); err != nil {
+			return err
+		}
+	}
+	cfg := &s.gw.cfg
+	window := cfg.MaxInflightPerSub
+	if o.MaxInFlight > 0 {
+		window = min(window, o.MaxInFlight)
+	}
+	ackTimeout := cfg.AckTimeout
+	if o.AckTimeoutMs > 0 {
+		ackTimeout = time.Duration(o.AckTimeoutMs) * time.Millisecond
+	}
+	ackTimeout = min(ackTimeout, cfg.MaxAckTimeout)
+	bo := o
+	bo.ManualAck = true
+	bo.MaxInFlight = window
+	bo.BatchSize = min(o.WithDefaults().BatchSize, window)
+	bo.AckTimeoutMs = min((ackTimeout + leaseGrace).Milliseconds(), 24*3600*1000)
+	bo.Filter = nil
+
+	key := subKey{f.Topic, f.Group}
+	sub := &subscription{key: key, ackTimeout: ackTimeout, leases: make(map[string]*lease)}
+	s.mu.Lock()
+	switch {
+	case s.ended:
+		s.mu.Unlock()
+		return facade.ErrClosed
+	case s.subs[key] != nil:
+		s.mu.Unlock()
+		return errorf(CodeAlreadySubscribed, "already subscribed to %s as %s", f.Topic, f.Group)
+	case len(s.subs) >= cfg.MaxSubscriptions:
+		s.mu.Unlock()
+		return errorf(CodeBadRequest, "subscription limit (%d) reached", cfg.MaxSubscriptions)
+	}
+	s.subs[key] = sub
+	s.mu.Unlock()
+
+	ctx, cancel := s.reqCtx()
+	defer cancel()
+	unsub, err := s.gw.bus.Subscribe(ctx, f.Topic, f.Group, func(_ context.Context, e *facade.EventRecord, dc facade.DeliveryContext) error {
+		s.deliver(sub, e, dc)
+		return nil
+	}, bo)
+	s.mu.Lock()
+	if err != nil {
+		// Deliveries made before the failure were handed back by the
+		// bus when it stopped the partial subscription.
+		if s.subs[key] == sub {
+			delete(s.subs, key)
+		}
+		s.detachLocked(sub)
+		s.mu.Unlock()
+		return err
+	}
+	sub.unsub = unsub
+	s.mu.Unlock()
+	s.sendOK(f.Corr)
+	return nil
+}
+
+// deliver sends one event of sub to the client and leases it. It runs on a
+// bus goroutine and never blocks: a client whose queue is full is
+// disconnected and the lease, still in the table, is handed back.
+func (s *session) deliver(sub *subscription, e *facade.EventRecord, dc facade.DeliveryContext) {
+	buf := getBuf()
+	*buf = AppendEvent((*buf)[:0], sub.key.topic, sub.key.group, e, dc.Attempt, sub.ackTimeout.Milliseconds())
+	deadline := time.Now().Add(sub.ackTimeout)
+	s.mu.Lock()
+	if sub.stopped {
+		// Unsubscribing: the bus hands the event back when the
+		// subscription stops.
+		s.mu.Unlock()
+		putBuf(buf)
+		return
+	}
+	if l := sub.leases[e.ID]; l != nil {
+		// A redelivery of an event still in flight here supersedes the
+		// old lease: one id is never in flight twice on a subscription.
+		l.attempt, l.deadline, l.topic = dc.Attempt, deadline, e.Topic
+		heap.Fix(&s.leases, l.index)
+	} else {
+		l := &lease{sub: sub, id: e.ID, topic: e.Topic, attempt: dc.Attempt, deadline: deadline}
+		sub.leases[e.ID] = l
+		heap.Push(&s.leases, l)
+	}
+	s.armLocked(deadline)
+	res := s.t.Send(buf)
+	s.mu.Unlock()
+	if res == queueFull {
+		s.slow()
+	}
+}
+
+// armLocked makes the sweeper run by deadline d.
+func (s *session) armLocked(d time.Time) {
+	if s.ended {
+		return
+	}
+	if s.sweeper == nil {
+		s.sweeper = time.AfterFunc(time.Until(d), s.sweep)
+		s.sweepAt = d
+		return
+	}
+	if s.sweepAt.IsZero() || d.Before(s.sweepAt) {
+		s.sweeper.Reset(time.Until(d))
+		s.sweepAt = d
+	}
+}
+
+// sweep drops the expired leases and hands their events back to the group.
+// A client's ACK of an expired lease is then refused (unknown_id).
+func (s *session) sweep() {
+	now := time.Now()
+	s.mu.Lock()
+	s.sweepAt = time.Time{}
+	var expired []*lease
+	for len(s.leases) > 0 && !s.leases[0].deadline.After(now) {
+		l := heap.Pop(&s.leases).(*lease)
+		delete(l.sub.leases, l.id)
+		expired = append(expired, l)
+	}
+	if len(s.leases) > 0 {
+		s.armLocked(s.leases[0].deadline)
+	}
+	s.mu.Unlock()
+	for _, l := range expired {
+		s.handBack(l, "ack deadline passed")
+	}
+}
+
+// handBack returns a leased event to its group: it is redelivered, with
+// attempt+1, after the bus's retry backoff.
+func (s *session) handBack(l *lease, reason string) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.gw.cfg.RequestTimeout)
+	defer cancel()
+	if _, err := s.gw.bus.Nack(ctx, l.topic, l.sub.key.group, l.id, reason); err != nil {
+		s.log.Debug("hand back", "topic", l.topic, "group", l.sub.key.group, "id", l.id, "err", err)
+	}
+}
+
+// detachLocked stops sub's deliveries and removes its leases, returning
+// them.
+func (s *session) detachLocked(sub *subscription) []*lease {
+	sub.stopped = true
+	out := make([]*lease, 0, len(sub.leases))
+	for _, l := range sub.leases {
+		heap.Remove(&s.leases, l.index)
+		out = append(out, l)
+	}
+	clear(sub.leases)
+	return out
+}
+
+// stopSub hands sub's leases back, then stops its bus subscription.
+func (s *session) stopSub(sub *subscription, leases []*lease, reason string) {
+	for _, l := range leases {
+		s.handBack(l, reason)
+	}
+	if sub.unsub == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.gw.cfg.RequestTimeout)
+	defer cancel()
+	if err := sub.unsub(ctx); err != nil {
+		s.log.Warn("unsubscribe", "topic", sub.key.topic, "group", sub.key.group, "err", err)
+	}
+}
+
+func (s *session) unsubscribe(f *Frame) error {
+	key := subKey{f.Topic, f.Group}
+	s.mu.Lock()
+	sub := s.subs[key]
+	if sub == nil {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: %s/%s", facade.ErrNotSubscribed, f.Topic, f.Group)
+	}
+	delete(s.subs, key)
+	leases := s.detachLocked(sub)
+	s.mu.Unlock()
+	s.stopSub(sub, leases, "unsubscribed")
+	s.sendOK(f.Corr)
+	return nil
+}
+
+// settle handles ACK, NACK and MODACK: only for an event in flight on this
+// subscription (and, when the frame names one, this attempt).
+func (s *session) settle(f *Frame) error {
+	if f.ID == "" {
+		return errorf(CodeBadRequest, "%s needs an id", f.Op)
+	}
+	if f.Op == OpModAck && f.ExtendMs < 0 {
+		return errorf(CodeBadRequest, "extend_ms must not be negative")
+	}
+	key := subKey{f.Topic, f.Group}
+	s.mu.Lock()
+	sub := s.subs[key]
+	if sub == nil {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: %s/%s", facade.ErrNotSubscribed, f.Topic, f.Group)
+	}
+	l := sub.leases[f.ID]
+	if l == nil || (f.Attempt != 0 && f.Attempt != l.attempt) {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: %s is not in flight on %s/%s (never delivered, already settled, or its lease expired)", facade.ErrUnknownID, f.ID, f.Topic, f.Group)
+	}
+	if f.Op == OpModAck {
+		s.mu.Unlock()
+		return s.modAck(f, sub, l)
+	}
+	delete(sub.leases, f.ID)
+	heap.Remove(&s.leases, l.index)
+	s.mu.Unlock()
+
+	// Settling is a fire-and-forget message to the store: no timeout
+	// context per frame (it would be the hot path's biggest allocation).
+	ctx := s.ctx
+	var err error
+	if f.Op == OpAck {
+		_, err = s.gw.bus.Ack(ctx, l.topic, f.Group, f.ID)
+	} else {
+		reason := f.Reason
+		if reason == "" {
+			reason = "nacked by client"
+		}
+		_, err = s.gw.bus.Nack(ctx, l.topic, f.Group, f.ID, reason)
+	}
+	if err != nil {
+		return err
+	}
+	if f.Corr != "" {
+		s.sendOK(f.Corr)
+	}
+	return nil
+}
+
+// modAck moves the lease to now + extend_ms (at least 1s, at most
+// MaxAckTimeout) and the store's redelivery time just after it.
+func (s *session) modAck(f *Frame, sub *subscription, l *lease) error {
+	if s.gw.ext == nil {
+		return ErrUnsupported
+	}
+	by := min(max(time.Duration(f.ExtendMs)*time.Millisecond, time.Second), s.gw.cfg.MaxAckTimeout)
+	ctx, cancel := s.reqCtx()
+	defer cancel()
+	if err := s.gw.ext.Extend(ctx, l.topic, f.Group, f.ID, by+leaseGrace); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(by)
+	s.mu.Lock()
+	if sub.leases[f.ID] != l {
+		// It expired (and was handed back) while the store extended it.
+		s.mu.Unlock()
+		return fmt.Errorf("%w: lease of %s expired", facade.ErrUnknownID, f.ID)
+	}
+	l.deadline = deadline
+	heap.Fix(&s.leases, l.index)
+	s.armLocked(deadline)
+	s.mu.Unlock()
+	if f.Corr != "" {
+		s.sendOK(f.Corr)
+	}
+	return nil
+}
+
+func (s *session) publish(f *Frame) error {
+	if err := facade.ValidateTopic(f.Topic); err != nil {
+		return err
+	}
+	if err := s.allow(ActionPublish, f.Topic, ""); err != nil {
+		return err
+	}
+	if f.Payload == nil {
+		return fmt.Errorf("%w: missing payload (use null for none)", facade.ErrBadPayload)
+	}
+	var o facade.PublishOptions
+	if err := decodeOpts(f.Opts, &o); err != nil {
+		return err
+	}
+	ctx, cancel := s.reqCtx()
+	defer cancel()
+	if ap := s.gw.apub; ap != nil {
+		// Pipelined: frames are stored in the order they arrived; a
+		// waiter answers each once the store acknowledged it.
+		fut, err := ap.PublishAsync(ctx, f.Topic, f.Payload, o)
+		if err != nil {
+			return err
+		}
+		if s.pubs == nil {
+			s.pubs = make(chan pendingPublish, 256)
+			s.pubDone = make(chan struct{})
+			go s.publishWaiter()
+		}
+		s.pubs <- pendingPublish{corr: f.Corr, fut: fut}
+		return nil
+	}
+	rec, err := s.gw.bus.Publish(ctx, f.Topic, f.Payload, o)
+	if err != nil {
+		return err
+	}
+	buf := getBuf()
+	*buf = AppendPublishOK((*buf)[:0], f.Corr, rec.ID, rec.Seq, rec.TS)
+	s.send(buf)
+	return nil
+}
+
+func (s *session) publishWaiter() {
+	defer close(s.pubDone)
+	for p := range s.pubs {
+		ctx, cancel := s.reqCtx()
+		rec, err := p.fut.Wait(ctx)
+		cancel()
+		if err != nil {
+			s.replyErr(p.corr, err, CodePublishFailed)
+			continue
+		}
+		buf := getBuf()
+		*buf = AppendPublishOK((*buf)[:0], p.corr, rec.ID, rec.Seq, rec.TS)
+		s.send(buf)
+	}
+}
+
+func (s *session) cursor(f *Frame) error {
+	if err := validTopicGroup(f); err != nil {
+		return err
+	}
+	if err := s.allow(ActionSubscribe, f.Topic, f.Group); err != nil {
+		return err
+	}
+	ctx, cancel := s.reqCtx()
+	defer cancel()
+	c, err := s.gw.bus.GetCursor(ctx, f.Topic, f.Group)
+	if err != nil {
+		return err
+	}
+	b, err := Encode(&Frame{Op: OpOK, Corr: f.Corr, Cursor: c})
+	if err != nil {
+		return err
+	}
+	s.send(&b)
+	return nil
+}
+
+func (s *session) seek(f *Frame) error {
+	if err := validTopicGroup(f); err != nil {
+		return err
+	}
+	if err := s.allow(ActionSubscribe, f.Topic, f.Group); err != nil {
+		return err
+	}
+	if f.Cursor == nil {
+		return errorf(CodeBadRequest, `SEEK needs a cursor ({} for the beginning)`)
+	}
+	c := *f.Cursor
+	c.Topic = f.Topic
+	ctx, cancel := s.reqCtx()
+	defer cancel()
+	if err := s.gw.bus.SetCursor(ctx, f.Topic, f.Group, c); err != nil {
+		return err
+	}
+	s.sendOK(f.Corr)
+	return nil
+}
+
+// end tears the session down after its reader stopped: every in-flight
+// event is handed back at once, every bus subscription stopped.
+func (s *session) end(reason string) {
+	s.closing.Store(true)
+	s.cancel()
+	s.mu.Lock()
+	s.ended = true
+	type stop struct {
+		sub    *subscription
+		leases []*lease
+	}
+	stops := make([]stop, 0, len(s.subs))
+	for _, sub := range s.subs {
+		stops = append(stops, stop{sub, s.detachLocked(sub)})
+	}
+	clear(s.subs)
+	s.authTimer.Stop()
+	if s.expTimer != nil {
+		s.expTimer.Stop()
+	}
+	if s.sweeper != nil {
+		s.sweeper.Stop()
+	}
+	s.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for _, st := range stops {
+		wg.Go(func() { s.stopSub(st.sub, st.leases, reason) })
+	}
+	wg.Wait()
+	if s.pubs != nil {
+		close(s.pubs)
+		<-s.pubDone
+	}
+}
+
+// leaseHeap orders leases by deadline (container/heap).
+type leaseHeap []*lease
+
+func (h leaseHeap) Len() int           { return len(h) }
+func (h leaseHeap) Less(i, j int) bool { return h[i].deadline.Before(h[j].deadline) }
+func (h leaseHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index = i
+	h[j].index = j
+}
+func (h *leaseHeap) Push(x any) {
+	l := x.(*lease)
+	l.index = len(*h)
+	*h = append(*h, l)
+}
+func (h *leaseHeap) Pop() any {
+	old := *h
+	n := len(old)
+	l := old[n-1]
+	old[n-1] = nil
+	l.index = -1
+	*h = old[:n-1]
+	return l
+}

@@ -1,0 +1,191 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eventhub/eventhub/facade"
+)
+
+// fakeTransport records frames; Send fails with queueFull once full is set.
+type fakeTransport struct {
+	mu        sync.Mutex
+	frames    []Frame
+	full      bool
+	closeCode int
+	aborted   bool
+}
+
+func (f *fakeTransport) Send(buf *[]byte) sendResult {
+	defer putBuf(buf)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closeCode != 0 {
+		return sendClosing
+	}
+	if f.full {
+		return queueFull
+	}
+	var fr Frame
+	if err := json.Unmarshal(*buf, &fr); err != nil {
+		fr = Frame{Op: "UNPARSEABLE", Msg: string(*buf)}
+	}
+	f.frames = append(f.frames, fr)
+	return sent
+}
+
+func (f *fakeTransport) Close(code int, reason string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closeCode == 0 {
+		f.closeCode = code
+	}
+}
+
+func (f *fakeTransport) Abort(code int, reason string) {
+	f.mu.Lock()
+	f.aborted = true
+	f.mu.Unlock()
+	f.Close(code, reason)
+}
+
+func (f *fakeTransport) snapshot() ([]Frame, int, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Frame(nil), f.frames...), f.closeCode, f.aborted
+}
+
+func newTestSession(t *testing.T, bus facade.Bus, cfg Config) (*session, *fakeTransport) {
+	t.Helper()
+	g, err := New(bus, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft := &fakeTransport{}
+	s := newSession(g, ft, slog.New(slog.DiscardHandler))
+	t.Cleanup(func() { s.end("test over") })
+	return s, ft
+}
+
+func (s *session) handleFrame(t *testing.T, f Frame) {
+	t.Helper()
+	b, err := Encode(&f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.handle(b)
+}
+
+// A client whose queue is full is disconnected as slow (4001), and the
+// events leased to it are handed back to the group, not lost.
+func testSlowClient(t *testing.T) {
+	bus := newBus(t)
+	s, ft := newTestSession(t, bus, Config{})
+	s.handleFrame(t, Frame{Op: OpAuth})
+	s.handleFrame(t, Frame{Op: OpSubscribe, Corr: "s", Topic: "slow.t", Group: "g"})
+	a := publish(t, bus, "slow.t", `"a"`)
+	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		frames, _, _ := ft.snapshot()
+		for _, f := range frames {
+			if f.Op == OpEvent && f.Event.ID == a.ID {
+				return nil
+			}
+		}
+		return fmt.Errorf("no EVENT in %+v", frames)
+	})
+	ft.mu.Lock()
+	ft.full = true
+	ft.mu.Unlock()
+	b := publish(t, bus, "slow.t", `"b"`)
+	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if _, code, aborted := ft.snapshot(); code != CloseSlowClient || !aborted {
+			return fmt.Errorf("close %d aborted %v", code, aborted)
+		}
+		return nil
+	})
+	s.mu.Lock()
+	leased := len(s.leases)
+	s.mu.Unlock()
+	if leased != 2 {
+		t.Fatalf("%d leases, want 2 (the unsent event stays leased until handed back)", leased)
+	}
+	// The connection's reader stops; teardown hands both events back.
+	got := make(chan *facade.EventRecord, 4)
+	unsub, err := bus.Subscribe(context.Background(), "slow.t", "g", func(_ context.Context, e *facade.EventRecord, d facade.DeliveryContext) error {
+		if d.Attempt != 2 {
+			return fmt.Errorf("attempt %d", d.Attempt)
+		}
+		got <- e
+		return nil
+	}, facade.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unsub(context.Background())
+	s.end("slow")
+	want := map[string]bool{a.ID: true, b.ID: true}
+	for range 2 {
+		select {
+		case e := <-got:
+			delete(want, e.ID)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("not redelivered: %v", want)
+		}
+	}
+	if len(want) != 0 {
+		t.Fatalf("missing %v", want)
+	}
+}
+
+// The sweeper hands back only expired leases, and a stale ACK is refused.
+func TestSessionLeaseSweep(t *testing.T) {
+	bus := newBus(t)
+	s, ft := newTestSession(t, bus, Config{})
+	s.handleFrame(t, Frame{Op: OpAuth})
+	s.handleFrame(t, Frame{Op: OpSubscribe, Topic: "sweep.t", Group: "short", Opts: json.RawMessage(`{"ackTimeoutMs":300}`)})
+	s.handleFrame(t, Frame{Op: OpSubscribe, Topic: "sweep.t", Group: "long", Opts: json.RawMessage(`{"ackTimeoutMs":60000}`)})
+	rec := publish(t, bus, "sweep.t", `1`)
+	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(s.leases) != 2 {
+			return fmt.Errorf("%d leases", len(s.leases))
+		}
+		return nil
+	})
+	// The short lease expires and comes back as attempt 2; the long one
+	// stays.
+	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		frames, _, _ := ft.snapshot()
+		for _, f := range frames {
+			if f.Op == OpEvent && f.Group == "short" && f.Ctx.Attempt == 2 {
+				return nil
+			}
+		}
+		return fmt.Errorf("no redelivery")
+	})
+	s.mu.Lock()
+	long := s.subs[subKey{"sweep.t", "long"}].leases[rec.ID]
+	s.mu.Unlock()
+	if long == nil || long.attempt != 1 {
+		t.Fatalf("long lease %+v", long)
+	}
+	s.handleFrame(t, Frame{Op: OpAck, Corr: "stale", Topic: "sweep.t", Group: "short", ID: rec.ID, Attempt: 1})
+	s.handleFrame(t, Frame{Op: OpAck, Corr: "cur", Topic: "sweep.t", Group: "short", ID: rec.ID, Attempt: 2})
+	s.handleFrame(t, Frame{Op: OpAck, Corr: "long", Topic: "sweep.t", Group: "long", ID: rec.ID})
+	frames, _, _ := ft.snapshot()
+	answers := map[string]Frame{}
+	for _, f := range frames {
+		if f.Corr != "" {
+			answers[f.Corr] = f
+		}
+	}
+	if answers["stale"].Code != CodeUnknownID || answers["cur"].Op != OpOK || answers["long"].Op != OpOK {
+		t.Fatalf("answers %+v", answers)
+	}
+}

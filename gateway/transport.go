@@ -1,0 +1,344 @@
+package gateway
+
+import (
+	"log/slog"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// transport carries a session's frames to its client. It only writes and
+// closes; the session's reader owns reading.
+type transport interface {
+	// Send queues one frame and takes ownership of buf (returned to
+	// bufPool once written). It never blocks.
+	Send(buf *[]byte) sendResult
+	// Close writes the frames already queued (bounded by the write
+	// timeout), then a close frame with code and reason, and closes the
+	// connection. Idempotent; the first call's code wins.
+	Close(code int, reason string)
+	// Abort closes at once, dropping queued frames: the client is too slow
+	// to be waited for. The close frame is sent on a best-effort basis.
+	Abort(code int, reason string)
+}
+
+// sendResult is the outcome of transport.Send.
+type sendResult uint8
+
+const (
+	sent        sendResult = iota
+	queueFull              // the client is too slow
+	sendClosing            // the transport is closing; the frame is dropped
+)
+
+// bufPool recycles frame buffers.
+var bufPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, 512)
+	return &b
+}}
+
+func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
+
+func putBuf(b *[]byte) {
+	if cap(*b) > 64<<10 {
+		return // let big buffers go
+	}
+	*b = (*b)[:0]
+	bufPool.Put(b)
+}
+
+// wsTransport is the transport of one WebSocket connection: a bounded queue
+// drained by one writer goroutine (gorilla allows one concurrent writer).
+// Writes of a burst of queued frames are coalesced into few syscalls by
+// bconn. An idle connection holds no queue memory.
+type wsTransport struct {
+	ws    *websocket.Conn
+	bconn *batchConn
+	log   *slog.Logger
+	wt    time.Duration // write timeout
+	ping  time.Duration
+
+	qmu   sync.Mutex
+	q     []*[]byte // frames waiting, oldest first
+	max   int
+	wake  chan struct{} // capacity 1: the queue became non-empty
+	spare []*[]byte     // the writer's batch slice, reused
+
+	mu      sync.Mutex
+	closing bool
+	code    int
+	reason  string
+	abort   atomic.Bool
+	closeCh chan struct{} // closed by Close / Abort
+	done    chan struct{} // closed when the writer has returned
+}
+
+func newWSTransport(ws *websocket.Conn, bc *batchConn, queue int, writeTimeout, ping time.Duration, log *slog.Logger) *wsTransport {
+	return &wsTransport{
+		ws: ws, bconn: bc, log: log, wt: writeTimeout, ping: ping,
+		max:     queue,
+		wake:    make(chan struct{}, 1),
+		closeCh: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+}
+
+func (t *wsTransport) Send(buf *[]byte) sendResult {
+	select {
+	case <-t.closeCh:
+		putBuf(buf)
+		return sendClosing
+	default:
+	}
+	t.qmu.Lock()
+	if len(t.q) >= t.max {
+		t.qmu.Unlock()
+		putBuf(buf)
+		return queueFull
+	}
+	t.q = append(t.q, buf)
+	t.qmu.Unlock()
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+	return sent
+}
+
+// take moves the queued frames into the writer's batch slice.
+func (t *wsTransport) take() []*[]byte {
+	t.qmu.Lock()
+	defer t.qmu.Unlock()
+	batch := t.q
+	if len(batch) == 0 {
+		if cap(batch) > 64 {
+			t.q = nil // give back the memory of a past burst
+		}
+		return nil
+	}
+	t.q = t.spare[:0]
+	t.spare = nil
+	return batch
+}
+
+// recycle hands an emptied batch slice back for the next take.
+func (t *wsTransport) recycle(batch []*[]byte) {
+	clear(batch)
+	if cap(batch) > 64 {
+		return
+	}
+	t.qmu.Lock()
+	t.spare = batch[:0]
+	t.qmu.Unlock()
+}
+
+func (t *wsTransport) Close(code int, reason string) { t.close(code, reason, false) }
+
+func (t *wsTransport) Abort(code int, reason string) { t.close(code, reason, true) }
+
+func (t *wsTransport) close(code int, reason string, abort bool) {
+	if abort && !t.abort.Swap(true) {
+		// Unblock a write in progress; the writer then stops writing
+		// frames and only tries the close frame.
+		_ = t.bconn.Conn.SetWriteDeadline(time.Now())
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closing {
+		return
+	}
+	t.closing, t.code, t.reason = true, code, reason
+	close(t.closeCh)
+}
+
+// run is the writer goroutine. It returns after the connection is closed.
+func (t *wsTransport) run() {
+	defer close(t.done)
+	defer t.ws.NetConn().Close()
+	// Once the writer is gone, Send reports closing, not a full queue.
+	defer t.close(CloseNormal, "", false)
+	ping := time.NewTicker(t.ping)
+	defer ping.Stop()
+	for {
+		select {
+		case <-t.wake:
+			if !t.flush() {
+				t.drop()
+				return
+			}
+		case <-ping.C:
+			if err := t.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(t.wt)); err != nil {
+				t.log.Debug("ping failed", "err", err)
+				t.drop()
+				return
+			}
+		case <-t.closeCh:
+			t.finish()
+			return
+		}
+	}
+}
+
+// flush writes everything queued, in bursts coalesced by bconn, until the
+// queue is empty.
+func (t *wsTransport) flush() bool {
+	yielded := false
+	for {
+		batch := t.take()
+		if len(batch) == 0 {
+			if yielded {
+				return true
+			}
+			// Let the goroutines producing frames (bus deliveries, the
+			// reader's answers) add theirs to this write.
+			yielded = true
+			runtime.Gosched()
+			continue
+		}
+		ok := t.writeBatch(batch)
+		t.recycle(batch)
+		if !ok {
+			return false
+		}
+	}
+}
+
+// writeBatch writes the frames of batch, returning their buffers to the pool.
+func (t *wsTransport) writeBatch(batch []*[]byte) bool {
+	defer func() {
+		for _, b := range batch {
+			if b != nil {
+				putBuf(b)
+			}
+		}
+	}()
+	if t.abort.Load() {
+		return false
+	}
+	_ = t.ws.SetWriteDeadline(time.Now().Add(t.wt))
+	t.bconn.hold()
+	for i, buf := range batch {
+		err := t.ws.WriteMessage(websocket.TextMessage, *buf)
+		putBuf(buf)
+		batch[i] = nil
+		if err != nil {
+			_ = t.bconn.release()
+			t.log.Debug("write failed", "err", err)
+			return false
+		}
+		if t.abort.Load() {
+			break
+		}
+		if t.bconn.buffered() >= batchFlushBytes {
+			if err := t.bconn.release(); err != nil {
+				return false
+			}
+			t.bconn.hold()
+		}
+	}
+	if err := t.bconn.release(); err != nil {
+		t.log.Debug("flush failed", "err", err)
+		return false
+	}
+	return !t.abort.Load()
+}
+
+// finish writes the queued frames (unless aborting), the close frame, and
+// closes.
+func (t *wsTransport) finish() {
+	t.mu.Lock()
+	code, reason := t.code, t.reason
+	t.mu.Unlock()
+	if !t.abort.Load() {
+		t.flush()
+	}
+	t.drop()
+	deadline := time.Now().Add(min(t.wt, time.Second))
+	_ = t.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, truncateString(reason, 120)), deadline)
+}
+
+// drop returns the queued buffers to the pool.
+func (t *wsTransport) drop() {
+	for _, b := range t.take() {
+		putBuf(b)
+	}
+}
+
+// batchFlushBytes is how much a burst buffers before it is written.
+const batchFlushBytes = 64 << 10
+
+// batchConn is the net.Conn under a server WebSocket. Between hold and
+// release (the writer goroutine writing a burst of frames) writes are
+// buffered and then written with one syscall; at any other time (the
+// handshake, control frames from the reader goroutine) they pass through.
+// Gorilla serialises its writes, so frames never interleave.
+type batchConn struct {
+	net.Conn
+	mu      sync.Mutex
+	holding bool
+	buf     *[]byte // from batchPool while holding
+}
+
+var batchPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, batchFlushBytes+4096)
+	return &b
+}}
+
+func (c *batchConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.holding && len(*c.buf)+len(p) <= cap(*c.buf) {
+		*c.buf = append(*c.buf, p...)
+		return len(p), nil
+	}
+	if err := c.flushLocked(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *batchConn) hold() {
+	c.mu.Lock()
+	c.holding = true
+	if c.buf == nil {
+		c.buf = batchPool.Get().(*[]byte)
+	}
+	c.mu.Unlock()
+}
+
+func (c *batchConn) buffered() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.buf == nil {
+		return 0
+	}
+	return len(*c.buf)
+}
+
+// release writes what was buffered and returns the buffer to the pool, so
+// an idle connection holds none.
+func (c *batchConn) release() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.holding = false
+	err := c.flushLocked()
+	if c.buf != nil {
+		*c.buf = (*c.buf)[:0]
+		batchPool.Put(c.buf)
+		c.buf = nil
+	}
+	return err
+}
+
+func (c *batchConn) flushLocked() error {
+	if c.buf == nil || len(*c.buf) == 0 {
+		return nil
+	}
+	_, err := c.Conn.Write(*c.buf)
+	*c.buf = (*c.buf)[:0]
+	return err
+}
