@@ -64,7 +64,8 @@ type Cursors interface {
 	// after c: by c.LastSeq if set, else by c.LastID, else by c.LastTS (the
 	// first event at or after LastTS comes next), else to the beginning.
 	// It rewinds or skips; the group keeps its configuration. A group that
-	// does not exist yet is created at that position.
+	// does not exist yet is created at that position. Acks of deliveries
+	// still in flight when the cursor moves may still count.
 	SetCursor(ctx context.Context, topic, group string, c CursorPosition) error
 }
 

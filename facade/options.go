@@ -47,9 +47,16 @@ type SubscribeOptions struct {
 	AfterID string `json:"afterId,omitempty"`
 	// BatchSize is how many events one pull asks for (default 100).
 	BatchSize int `json:"batchSize,omitempty"`
-	// MaxInFlight bounds the group's delivered but unacknowledged events and
-	// this subscription's concurrent handlers (default 1000).
+	// MaxInFlight bounds this member's delivered but unacknowledged events,
+	// its concurrent handlers and its pull size (default 1000). It is also
+	// the group's window (JetStream's MaxAckPending) unless GroupMaxInFlight
+	// is larger: with MaxInFlight 1 and a single member, a failing event
+	// blocks the group until it is acked or dead-lettered (ordered retries).
 	MaxInFlight int `json:"maxInFlight,omitempty"`
+	// GroupMaxInFlight raises the group's window above MaxInFlight, for
+	// groups with many members that each take MaxInFlight (the WebSocket
+	// gateway's subscriptions). A group's window only ever grows.
+	GroupMaxInFlight int `json:"groupMaxInFlight,omitempty"`
 	// AckTimeoutMs is how long a delivery may stay unacknowledged before it is
 	// redelivered (default 30 000).
 	AckTimeoutMs int64 `json:"ackTimeoutMs,omitempty"`
@@ -57,7 +64,11 @@ type SubscribeOptions struct {
 	// dead-letter topic (default 5).
 	MaxAttempts int `json:"maxAttempts,omitempty"`
 	// ManualAck leaves acknowledgement to the caller ([Acker.Ack] /
-	// [Acker.Nack]) instead of the handler's return value.
+	// [Acker.Nack]) instead of the handler's return value. The handler is
+	// then called one event at a time, in stream order, and should return
+	// quickly: the event stays in flight until acked, nacked, or its ack
+	// deadline passes (then it is redelivered and the late Ack fails with
+	// ErrUnknownID).
 	ManualAck bool `json:"manualAck,omitempty"`
 	// Topics subscribes the same group and handler to several topics
 	// (fan-in). When set, the topic argument of Subscribe is added to it if
@@ -113,6 +124,9 @@ func (o SubscribeOptions) Validate() error {
 	}
 	if o.MaxInFlight < 0 || o.MaxInFlight > 100_000 {
 		return fmt.Errorf("%w: maxInFlight %d out of range 1..100000", ErrInvalidOption, o.MaxInFlight)
+	}
+	if o.GroupMaxInFlight < 0 || o.GroupMaxInFlight > 1_000_000 {
+		return fmt.Errorf("%w: groupMaxInFlight %d out of range 1..1000000", ErrInvalidOption, o.GroupMaxInFlight)
 	}
 	if o.AckTimeoutMs != 0 && (o.AckTimeoutMs < 100 || o.AckTimeoutMs > 24*3600*1000) {
 		return fmt.Errorf("%w: ackTimeoutMs %d out of range 100..86400000", ErrInvalidOption, o.AckTimeoutMs)

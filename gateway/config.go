@@ -15,6 +15,7 @@ const (
 	DefaultMaxFrameBytes     = 1<<20 + 64<<10 // 1 MiB payload + envelope headroom
 	DefaultMaxPayloadBytes   = 1 << 20
 	DefaultMaxInflightPerSub = 100
+	DefaultGroupMaxInFlight  = 10_000
 	DefaultMaxSubscriptions  = 128
 	DefaultAckTimeout        = 30 * time.Second
 	DefaultMaxAckTimeout     = 10 * time.Minute
@@ -64,6 +65,10 @@ type Config struct {
 	// gateway subscribes to the bus with this window, so a slow client
 	// pauses its subscription instead of losing events.
 	MaxInflightPerSub int
+	// GroupMaxInFlight is the window of a whole group across the
+	// connections subscribed to it (JetStream's MaxAckPending; default
+	// 10 000): each connection takes at most MaxInflightPerSub of it.
+	GroupMaxInFlight int
 	// MaxSubscriptions is the most subscriptions one connection may hold
 	// (default 128).
 	MaxSubscriptions int
@@ -129,6 +134,7 @@ func (c Config) Validate() error {
 	neg("MaxFrameBytes", c.MaxFrameBytes)
 	neg("MaxPayloadBytes", c.MaxPayloadBytes)
 	neg("MaxInflightPerSub", int64(c.MaxInflightPerSub))
+	neg("GroupMaxInFlight", int64(c.GroupMaxInFlight))
 	neg("MaxSubscriptions", int64(c.MaxSubscriptions))
 	neg("AckTimeout", int64(c.AckTimeout))
 	neg("MaxAckTimeout", int64(c.MaxAckTimeout))
@@ -173,6 +179,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxPayloadBytes == 0 {
 		c.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if c.GroupMaxInFlight == 0 {
+		c.GroupMaxInFlight = DefaultGroupMaxInFlight
 	}
 	if c.MaxInflightPerSub == 0 {
 		c.MaxInflightPerSub = DefaultMaxInflightPerSub

@@ -276,6 +276,17 @@ func (s *session) subscribe(f *Frame) error {
 	bo := o
 	bo.ManualAck = true
 	bo.MaxInFlight = window
+	// The group's window: what the client asked for (maxInFlight keeps
+	// its in-process meaning), else the server's default for groups shared
+	// by many connections.
+	switch {
+	case o.GroupMaxInFlight > 0:
+		bo.GroupMaxInFlight = min(o.GroupMaxInFlight, cfg.GroupMaxInFlight)
+	case o.MaxInFlight > 0:
+		bo.GroupMaxInFlight = 0
+	default:
+		bo.GroupMaxInFlight = cfg.GroupMaxInFlight
+	}
 	bo.BatchSize = min(o.WithDefaults().BatchSize, window)
 	bo.AckTimeoutMs = min((ackTimeout + leaseGrace).Milliseconds(), 24*3600*1000)
 	bo.Filter = nil

@@ -41,9 +41,9 @@ func (b *Bus) Nack(ctx context.Context, topic, group, id, reason string) (facade
 // inflight finds and takes the delivery of id among this bus's members of
 // group.
 func (b *Bus) inflight(topic, group, id string) (*subscription, *delivery, error) {
-	b.subsMu.Lock()
-	subs := append([]*subscription(nil), b.subs[groupKey{topic, group}]...)
-	b.subsMu.Unlock()
+	b.subsMu.RLock()
+	defer b.subsMu.RUnlock()
+	subs := b.subs[groupKey{topic, group}]
 	if len(subs) == 0 {
 		return nil, nil, fmt.Errorf("%w: %s/%s", facade.ErrNotSubscribed, topic, group)
 	}
@@ -122,15 +122,18 @@ func (b *Bus) Extend(ctx context.Context, topic, group, id string, by time.Durat
 	if by <= 0 {
 		return fmt.Errorf("%w: extension must be positive", facade.ErrInvalidOption)
 	}
-	b.subsMu.Lock()
-	subs := append([]*subscription(nil), b.subs[groupKey{topic, group}]...)
-	b.subsMu.Unlock()
+	b.subsMu.RLock()
+	defer b.subsMu.RUnlock()
+	subs := b.subs[groupKey{topic, group}]
 	if len(subs) == 0 {
 		return fmt.Errorf("%w: %s/%s", facade.ErrNotSubscribed, topic, group)
 	}
 	for _, s := range subs {
 		s.mu.Lock()
 		d, ok := s.inflight[id]
+		if ok {
+			d.deadline = time.Now().Add(by)
+		}
 		s.mu.Unlock()
 		if !ok {
 			continue

@@ -42,7 +42,7 @@ type Bus struct {
 	topicsMu sync.Mutex
 	topics   map[string]*topicInfo
 
-	subsMu sync.Mutex
+	subsMu sync.RWMutex
 	subs   map[groupKey][]*subscription
 	closed bool
 

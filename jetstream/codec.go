@@ -142,12 +142,10 @@ func fromMsg(subject string, h nats.Header, data []byte, seq uint64, stored time
 	if e.TS == 0 {
 		e.TS = stored.UnixMilli()
 	}
-	// Events published through the hub were validated on the way in.
-	if h != nil && h.Get(HeaderTS) != "" {
-		e.Payload = data
-	} else {
-		e.Payload = foreignPayload(data, e)
-	}
+	// Validated again on the way out: a plain NATS client can store
+	// anything, envelope headers included, and WebSocket frames embed the
+	// payload as it is.
+	e.Payload = foreignPayload(data, e)
 	return e
 }
 

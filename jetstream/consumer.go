@@ -31,12 +31,12 @@ func (b *Bus) ensureGroup(ctx context.Context, ti *topicInfo, group string, o fa
 		// that a member with a small window never throttles the others (each
 		// member bounds its own deliveries).
 		cfg := cons.CachedInfo().Config
-		if cfg.AckWait == o.AckTimeout() && (cfg.MaxAckPending < 0 || cfg.MaxAckPending >= o.MaxInFlight) {
+		if cfg.AckWait == o.AckTimeout() && (cfg.MaxAckPending < 0 || cfg.MaxAckPending >= groupMaxAckPending(o)) {
 			return cons, nil
 		}
 		cfg.AckWait = o.AckTimeout()
 		if cfg.MaxAckPending >= 0 {
-			cfg.MaxAckPending = max(cfg.MaxAckPending, o.MaxInFlight)
+			cfg.MaxAckPending = max(cfg.MaxAckPending, groupMaxAckPending(o))
 		}
 		cons, err = ti.stream.UpdateConsumer(ctx, cfg)
 		if err != nil {
@@ -52,6 +52,12 @@ func (b *Bus) ensureGroup(ctx context.Context, ti *topicInfo, group string, o fa
 		return nil, err
 	}
 	return b.createGroup(ctx, ti, name, group, o, next)
+}
+
+// groupMaxAckPending is the group's window: MaxInFlight, or
+// GroupMaxInFlight when larger (see facade.SubscribeOptions).
+func groupMaxAckPending(o facade.SubscribeOptions) int {
+	return max(o.MaxInFlight, o.GroupMaxInFlight)
 }
 
 // startSeq is the first sequence a new group delivers.
@@ -91,7 +97,7 @@ func (b *Bus) createGroup(ctx context.Context, ti *topicInfo, name, group string
 		// The bus itself enforces MaxAttempts, so that the event is copied to
 		// the dead-letter topic before the group lets go of it.
 		MaxDeliver:    -1,
-		MaxAckPending: o.MaxInFlight,
+		MaxAckPending: groupMaxAckPending(o),
 		Metadata:      map[string]string{"eventhub_group": group, "eventhub_topic": ti.topic},
 	}
 	if len(ti.filters) == 1 {

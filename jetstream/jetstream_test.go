@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -341,5 +342,59 @@ func TestAfterIDLeavesNoConsumer(t *testing.T) {
 	b.Close()
 	if err := b.Ready(t.Context()); err == nil {
 		t.Fatal("a closed bus reports ready")
+	}
+}
+
+// TestManualAckExpiredDeliveryFreesItsSlot: a ManualAck delivery whose ack
+// deadline passed is redelivered (maybe to another member); the member that
+// held it must get its slot back instead of waiting forever.
+func TestManualAckExpiredDeliveryFreesItsSlot(t *testing.T) {
+	srv := natstest.RunEmbedded(t)
+	newMember := func() *jetstream.Bus {
+		b, err := jetstream.New(natstest.InProcessConn(t, srv), jetstream.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Close() })
+		return b
+	}
+	a, b := newMember(), newMember()
+	opts := facade.SubscribeOptions{ManualAck: true, MaxInFlight: 1, GroupMaxInFlight: 10, AckTimeoutMs: 300}
+	var first atomic.Bool
+	aGot := make(chan string, 100)
+	unsubA, err := a.Subscribe(t.Context(), "slot.t", "g", func(_ context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
+		if first.CompareAndSwap(false, true) {
+			return nil // never acked
+		}
+		aGot <- e.ID
+		_, err := a.Ack(context.Background(), "slot.t", "g", e.ID)
+		return err
+	}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unsubA(context.Background())
+	pub(t, a, "slot.t", `0`, "")
+	checkFor(t, 5*time.Second, func() error {
+		if !first.Load() {
+			return errors.New("member A has not received its first event")
+		}
+		return nil
+	})
+	unsubB, err := b.Subscribe(t.Context(), "slot.t", "g", func(_ context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
+		_, err := b.Ack(context.Background(), "slot.t", "g", e.ID)
+		return err
+	}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unsubB(context.Background())
+	for range 20 {
+		pub(t, a, "slot.t", `1`, "")
+	}
+	select {
+	case <-aGot:
+	case <-time.After(10 * time.Second):
+		t.Fatal("member A never got another event: its expired delivery still holds its only slot")
 	}
 }

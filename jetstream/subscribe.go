@@ -40,6 +40,9 @@ type delivery struct {
 	msg     jetstream.Msg
 	rec     *facade.EventRecord
 	attempt int
+	// deadline is when JetStream redelivers the event unless it is acked
+	// (ManualAck: moved by Extend; guarded by the subscription's mu).
+	deadline time.Time
 }
 
 // Subscribe implements [facade.Subscriber].
@@ -127,10 +130,42 @@ func (b *Bus) subscribeOne(ctx context.Context, topic, group string, handler fac
 		defer b.wg.Done()
 		s.run(cc)
 	}()
+	if opts.ManualAck {
+		b.wg.Go(s.sweep)
+	}
 	return s, nil
 }
 
+// sweep drops ManualAck deliveries whose ack deadline passed: JetStream
+// redelivers them (maybe to another member), so holding them would keep a
+// slot forever and let a stale Ack settle the new delivery.
+func (s *subscription) sweep() {
+	every := min(s.opts.AckTimeout()/4, time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case now := <-t.C:
+			var expired []*delivery
+			s.mu.Lock()
+			for _, d := range s.inflight {
+				if now.After(d.deadline) {
+					expired = append(expired, d)
+				}
+			}
+			s.mu.Unlock()
+			for _, d := range expired {
+				s.take(d)
+			}
+		}
+	}
+}
+
 func (s *subscription) consume(cons jetstream.Consumer) (jetstream.ConsumeContext, error) {
+	// A member never buffers more than its window: buffered events' ack
+	// deadlines run while they wait for a slot.
 	cc, err := cons.Consume(s.onMsg,
 		jetstream.PullMaxMessages(s.opts.BatchSize),
 		jetstream.PullExpiry(s.b.cfg.PullExpiry),
@@ -193,7 +228,7 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 		return
 	}
 	rec := fromMsg(msg.Subject(), msg.Headers(), msg.Data(), meta.Sequence.Stream, meta.Timestamp)
-	d := &delivery{msg: msg, rec: rec, attempt: int(meta.NumDelivered)}
+	d := &delivery{msg: msg, rec: rec, attempt: int(meta.NumDelivered), deadline: time.Now().Add(s.opts.AckTimeout())}
 	if d.attempt > s.opts.MaxAttempts {
 		// The last attempt's ack deadline passed.
 		s.deadLetter(d, "ack deadline passed on the last attempt")
@@ -216,12 +251,22 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 		Group:       s.group,
 		Attempt:     d.attempt,
 		MaxAttempts: s.opts.MaxAttempts,
-		AckDeadline: time.Now().Add(s.opts.AckTimeout()),
+		AckDeadline: d.deadline,
 		Pending:     meta.NumPending,
 		Cursor:      s.floor.cursor(),
 	}
+	if s.opts.ManualAck {
+		// A ManualAck handler only receives the event (acks come later), so
+		// it runs here, one at a time in stream order: what a WebSocket
+		// subscription needs to send EVENTs in order.
+		s.handle(d, dc)
+		return
+	}
 	s.hwg.Add(1)
-	go s.handle(d, dc)
+	go func() {
+		defer s.hwg.Done()
+		s.handle(d, dc)
+	}()
 }
 
 // admit takes a slot for d, waiting while MaxInFlight deliveries are out. A
@@ -280,7 +325,6 @@ func (s *subscription) takeID(id string) *delivery {
 }
 
 func (s *subscription) handle(d *delivery, dc facade.DeliveryContext) {
-	defer s.hwg.Done()
 	t0 := time.Now()
 	err := s.call(d.rec, dc)
 	s.obs.Handled(time.Since(t0))

@@ -421,6 +421,18 @@ func testSetCursor(t *testing.T, env Env) {
 			t.Fatalf("%s: got %v, want %v", how, got, seq(first, 10))
 		}
 		c.quiet(t, 100*time.Millisecond)
+		// Let the acks land before the next move: acks still in flight
+		// when a cursor moves may count (see Cursors.SetCursor).
+		checkFor(t, waitTimeout, func() error {
+			cur, err := b.GetCursor(t.Context(), topic, group)
+			if err != nil {
+				return err
+			}
+			if cur.LastID != sent[9].ID || cur.Pending != 0 {
+				return fmt.Errorf("%s: cursor %+v not settled", how, *cur)
+			}
+			return nil
+		})
 		_ = unsub(t.Context())
 	}
 	expect("rewind by seq", facade.CursorPosition{LastSeq: sent[2].Seq}, 3)
@@ -633,8 +645,9 @@ func testInteropIn(t *testing.T, env Env) {
 	b := env.NewBus(t)
 	topic, group := names(t)
 	c1, c2 := newCollector(), newCollector()
-	subscribe(t, b, topic, group+"-1", c1.handle, facade.SubscribeOptions{})
-	subscribe(t, b, topic, group+"-2", c2.handle, facade.SubscribeOptions{})
+	// One handler at a time, so both groups see the same order.
+	subscribe(t, b, topic, group+"-1", c1.handle, facade.SubscribeOptions{MaxInFlight: 1})
+	subscribe(t, b, topic, group+"-2", c2.handle, facade.SubscribeOptions{MaxInFlight: 1})
 	nc := env.NATS(t)
 	js, err := jetstream.New(nc)
 	if err != nil {
