@@ -1,0 +1,83 @@
+package facade
+
+import "context"
+
+// Optional capabilities of keyed topics, beyond [KeyReader]. Each is found by
+// type assertion on a bus; see docs/keys.md for what they mean on JetStream.
+
+// KeyScanner is the optional capability to read the newest event of every key
+// of a topic.
+type KeyScanner interface {
+	// Latest calls fn with the newest event of every key of topic as of one
+	// position of the topic's stream, in stream order, and returns that
+	// position (upToSeq; 0 when the topic is empty). It reads each key's
+	// newest event once, not the topic's history.
+	//
+	// The result is consistent as of upToSeq: no event after it is passed to
+	// fn. A key updated after upToSeq while Latest runs may be missing (on a
+	// compacted topic its event as of upToSeq was replaced); its newer event
+	// is after upToSeq, so reading the topic from upToSeq+1 (as
+	// [SnapshotSubscriber] does) completes the picture without a gap.
+	//
+	// Latest blocks until every event was passed to fn. An error from fn
+	// stops it and is returned. Unkeyed events are not part of the result.
+	// Errors wrap ErrNotFound when the topic has no stream, ErrBadTopic or
+	// ErrUnavailable.
+	Latest(ctx context.Context, topic string, fn func(*EventRecord) error) (upToSeq uint64, err error)
+}
+
+// SnapshotDelivery describes one delivery of a [SnapshotSubscriber]
+// subscription.
+type SnapshotDelivery struct {
+	// Live is false for the events of the snapshot (the newest event of each
+	// key as of UpToSeq) and true for the updates that follow it.
+	Live bool
+	// UpToSeq is the stream position of the snapshot: snapshot events are at
+	// or before it, live events after it.
+	UpToSeq uint64
+}
+
+// SnapshotHandler handles one event of a [SnapshotSubscriber] subscription.
+// Calls are sequential, in stream order. Returning an error stops the
+// subscription (the events are not acknowledged anywhere, so there is nothing
+// to redeliver).
+type SnapshotHandler func(ctx context.Context, e *EventRecord, d SnapshotDelivery) error
+
+// SnapshotSubscriber is the optional capability to subscribe with a warm
+// start: the current state of a keyed topic, then its live updates.
+type SnapshotSubscriber interface {
+	// SubscribeSnapshot delivers the newest event of every key of topic as of
+	// one stream position N (Live false), then every keyed event after N as it
+	// is published (Live true), to handler. Nothing is durable: every call
+	// starts from the current state, and nothing needs to be cleaned up.
+	//
+	// Each key's newest event as of N is delivered once, before any live
+	// event; no event is delivered twice and none after N is skipped. On a
+	// compacted topic, a key updated while the snapshot is read may arrive
+	// only as a live event (see [KeyScanner.Latest]).
+	//
+	// SubscribeSnapshot blocks until the snapshot has been handled, so that
+	// when it returns the caller's state is warm; live events then follow on
+	// another goroutine until the returned Unsubscribe is called, the handler
+	// returns an error, or the bus closes. Unsubscribe waits for a running
+	// handler and returns the handler's error, if one stopped the
+	// subscription. A handler error during the snapshot is returned by
+	// SubscribeSnapshot itself. The topic's stream is created if needed.
+	// Errors wrap ErrBadTopic, ErrBadKey (the topic's stream cannot hold
+	// keyed events), ErrUnavailable or ErrClosed.
+	SubscribeSnapshot(ctx context.Context, topic string, handler SnapshotHandler) (Unsubscribe, error)
+}
+
+// CompactionReporter is the optional capability to tell whether a topic is
+// compacted (keeps only the newest event of each key).
+type CompactionReporter interface {
+	// TopicCompacted reports whether topic keeps only the newest event per
+	// key. It provisions the topic (as a publish would) when it does not
+	// exist yet, so the answer reflects the bus's topic configuration.
+	TopicCompacted(ctx context.Context, topic string) (bool, error)
+}
+
+// ErrNotCompacted: a component that needs a compacted topic (the compactor's
+// snapshot topic, the process projector's state topic) was given one that
+// keeps every event.
+var ErrNotCompacted = &Error{Code: "not_compacted", Msg: "topic is not compacted"}
