@@ -69,6 +69,10 @@ type Config struct {
 	// connections subscribed to it (JetStream's MaxAckPending; default
 	// 10 000): each connection takes at most MaxInflightPerSub of it.
 	GroupMaxInFlight int
+	// OnAuthFailure, if set, is called for every refused authentication or
+	// authorisation with the transport ("ws", "http") and the error code
+	// (metrics). It must be safe for concurrent use and quick.
+	OnAuthFailure func(transport, code string)
 	// MaxSubscriptions is the most subscriptions one connection may hold
 	// (default 128).
 	MaxSubscriptions int

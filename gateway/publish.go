@@ -48,7 +48,9 @@ func (g *Gateway) servePublish(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := g.authenticateHTTP(r)
 	if err != nil {
-		if code, _ := toWire(err, CodeBadToken); code == CodeUnauthorized || code == CodeBadToken {
+		code, _ := toWire(err, CodeBadToken)
+		g.authFailed("http", code)
+		if code == CodeUnauthorized || code == CodeBadToken {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="eventhub"`)
 		}
 		writeHTTPError(w, err)
@@ -60,6 +62,7 @@ func (g *Gateway) servePublish(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !p.Allow(ActionPublish, topic, "") {
+		g.authFailed("http", CodeForbidden)
 		writeHTTPError(w, errorf(CodeForbidden, "no publish permission on %s", topic))
 		return
 	}

@@ -200,6 +200,7 @@ func (s *session) auth(f *Frame) error {
 	if err != nil {
 		_, msg := toWire(err, CodeBadToken)
 		s.log.Info("authentication failed", "reason", msg)
+		s.gw.authFailed("ws", CodeBadToken)
 		s.sendErr(f.Corr, CodeBadToken, msg)
 		s.closeWith(CloseBadToken, CodeBadToken)
 		return nil
@@ -222,6 +223,7 @@ func (s *session) auth(f *Frame) error {
 
 func (s *session) allow(action, topic, group string) error {
 	if !s.principal.Allow(action, topic, group) {
+		s.gw.authFailed("ws", CodeForbidden)
 		if group != "" {
 			return errorf(CodeForbidden, "no %s permission on %s for group %s", action, topic, group)
 		}

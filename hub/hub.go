@@ -19,9 +19,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/eventhub/eventhub/auth"
+	"github.com/eventhub/eventhub/compaction"
+	"github.com/eventhub/eventhub/gateway"
 	"github.com/eventhub/eventhub/jetstream"
 	"github.com/eventhub/eventhub/metrics"
 	"github.com/eventhub/eventhub/outbox"
+	"github.com/eventhub/eventhub/projector"
 )
 
 // Config configures a hub. The zero value runs an embedded NATS server with
@@ -57,6 +60,21 @@ type Config struct {
 	// OpsPort serves /metrics and the ops endpoints (0: a free port, -1:
 	// none).
 	OpsPort int
+	// WSPort serves the WebSocket gateway on "/" and "/ws"; HTTPPort serves
+	// POST /publish/{topic}, the WebSocket gateway on "/ws", the ops
+	// endpoints under /ops/ and the dashboard (0: a free port, -1: none).
+	WSPort   int
+	HTTPPort int
+	// Gateway holds the gateway's settings (origins, limits, leases); its
+	// authentication comes from Auth.
+	Gateway gateway.Config
+
+	// Compactors keep compacted snapshot topics of full-history topics.
+	Compactors []compaction.Config
+	// Projector runs the heartbeat.received → process.state projector;
+	// Demo runs it and publishes sample heartbeats.
+	Projector bool
+	Demo      bool
 
 	// OutboxURL, when set, runs an outbox drainer inside the hub on that
 	// database (postgres://… or a SQLite path).
@@ -134,11 +152,15 @@ type Hub struct {
 	Registry *prometheus.Registry
 	Metrics  *metrics.Metrics
 
-	servers servers
-	drainer *outbox.Drainer
-	outbox  *outbox.Store
-	bg      sync.WaitGroup // background components
-	cancel  context.CancelFunc
+	servers    servers
+	gateway    *gateway.Gateway
+	compactors []*compaction.Compactor
+	projector  *projector.Projector
+	stopDemo   context.CancelFunc
+	drainer    *outbox.Drainer
+	outbox     *outbox.Store
+	bg         sync.WaitGroup // background components
+	cancel     context.CancelFunc
 }
 
 // Start starts the hub's components and returns once they are ready.
@@ -146,7 +168,7 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	cfg = cfg.withDefaults().withDerivedTopics()
 	log := cfg.Logger
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	au, err := auth.New(bg, cfg.Auth)
@@ -241,10 +263,16 @@ func (h *Hub) startComponents(ctx, bg context.Context) error {
 	if err := h.Bus.Provision(ctx); err != nil {
 		return err
 	}
+	if err := h.startWorkers(ctx, bg); err != nil {
+		return err
+	}
 	if c.OutboxURL != "" {
 		if err := h.startOutbox(ctx, bg); err != nil {
 			return err
 		}
+	}
+	if err := h.startFront(); err != nil {
+		return err
 	}
 	if c.OpsPort != -1 {
 		oh, err := h.opsHandler()
@@ -290,13 +318,27 @@ func (h *Hub) fail(err error) { h.log.Error("component failed", "err", err) }
 // Addr returns the bound address of a listener ("ops", "ws", "http"), or "".
 func (h *Hub) Addr(name string) string { return h.servers.addr(name) }
 
-// Shutdown stops the hub's components in reverse start order: listeners,
-// the outbox drainer, the bus (handing unacked events back), then auth.
+// Shutdown stops the hub's components in reverse start order: listeners and
+// the gateway (sessions hand their events back), the outbox drainer, the
+// demo, projector and compactors, the bus (handing unacked events back),
+// then auth.
 func (h *Hub) Shutdown(ctx context.Context) error {
 	var errs []error
 	errs = append(errs, h.servers.shutdown(ctx))
+	if h.gateway != nil {
+		errs = append(errs, h.gateway.Shutdown(ctx))
+	}
 	if h.drainer != nil {
 		errs = append(errs, h.drainer.Shutdown(ctx))
+	}
+	if h.stopDemo != nil {
+		h.stopDemo()
+	}
+	if h.projector != nil {
+		errs = append(errs, h.projector.Shutdown(ctx))
+	}
+	for _, c := range h.compactors {
+		errs = append(errs, c.Shutdown(ctx))
 	}
 	h.cancel()
 	h.bg.Wait()

@@ -44,9 +44,7 @@ type Metrics struct {
 	pollMs       *prometheus.HistogramVec
 	latencyMs    *prometheus.HistogramVec
 
-	wsConnections prometheus.Gauge
-	wsInflight    *prometheus.GaugeVec
-	authFailures  *prometheus.CounterVec
+	authFailures *prometheus.CounterVec
 
 	mu     sync.Mutex
 	topics map[string]bool
@@ -81,15 +79,13 @@ func New(reg prometheus.Registerer, cfg Config) (*Metrics, error) {
 			Help: "Time a pulled event waited for a free in-flight slot before dispatch, in milliseconds.", Buckets: msBuckets}, tg),
 		latencyMs: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "delivery_latency_ms",
 			Help: "Publish (event ts) to acknowledgement, in milliseconds.", Buckets: msBuckets}, tg),
-		wsConnections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ws_connections", Help: "Open WebSocket connections."}),
-		wsInflight:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ws_inflight", Help: "Events on the wire to WebSocket clients, not yet acknowledged."}, tg),
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "auth_failures_total",
 			Help: "Refused authentications and authorisations, by transport and reason code."}, []string{"transport", "code"}),
 		topics: map[string]bool{},
 		groups: map[[2]string]bool{},
 	}
 	for _, c := range []prometheus.Collector{m.published, m.delivered, m.inflight, m.acked, m.nacked, m.deadLettered,
-		m.handlerMs, m.pollMs, m.latencyMs, m.wsConnections, m.wsInflight, m.authFailures} {
+		m.handlerMs, m.pollMs, m.latencyMs, m.authFailures} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -166,15 +162,6 @@ func (o *groupObs) Nacked()                 { o.nacked.Inc() }
 func (o *groupObs) DeadLettered()           { o.deadLettered.Inc() }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// WSConnections moves the open WebSocket connections gauge.
-func (m *Metrics) WSConnections(delta int) { m.wsConnections.Add(float64(delta)) }
-
-// WSInflight returns the gauge of one subscription's events on the wire.
-func (m *Metrics) WSInflight(topic, group string) prometheus.Gauge {
-	t, g := m.groupLabels(topic, group)
-	return m.wsInflight.WithLabelValues(t, g)
-}
 
 // AuthFailure counts a refused authentication or authorisation.
 func (m *Metrics) AuthFailure(transport, code string) {

@@ -69,6 +69,12 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (hu
 	f.str(&configFile, "config", "EVENTHUB_CONFIG", "", "YAML file with topic stream settings")
 	f.str(&c.Host, "host", "EVENTHUB_HOST", "127.0.0.1", "listen host of the WebSocket, HTTP and ops servers (beyond loopback only with auth)")
 	f.int(&c.OpsPort, "ops-port", "OPS_PORT", 8082, "ops port: /metrics, /healthz, /readyz and the ops endpoints (-1 disables)")
+	f.int(&c.WSPort, "ws-port", "WS_PORT", 8090, "WebSocket gateway port, on / and /ws (-1 disables)")
+	f.int(&c.HTTPPort, "http-port", "HTTP_PORT", 8081, "HTTP port: POST /publish/{topic}, /ws, /ops/ and the dashboard (-1 disables)")
+	var origins string
+	f.str(&origins, "allowed-origins", "WS_ALLOWED_ORIGINS", "", "comma-separated origins allowed besides the gateway's own (\"*\" for any)")
+	f.bool(&c.Projector, "projector", "EVENTHUB_PROJECTOR", false, "run the heartbeat.received → process.state projector")
+	f.bool(&c.Demo, "demo", "EVENTHUB_DEMO", false, "run the projector and publish sample heartbeats (a live process.state to watch)")
 	f.str(&c.OutboxURL, "outbox-db", "OUTBOX_DB_URL", "", "run an outbox drainer on this database (postgres://… or a SQLite file)")
 	var jwtSecret string
 	f.str(&c.Auth.Token, "ws-token", "WS_TOKEN", "", "static token (at least 16 characters) that grants everything, for WS, HTTP and native NATS clients")
@@ -91,12 +97,17 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (hu
 	}
 	c.Logger = log
 	c.Auth.JWT.Secret = []byte(jwtSecret)
+	for o := range strings.SplitSeq(origins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			c.Gateway.AllowedOrigins = append(c.Gateway.AllowedOrigins, o)
+		}
+	}
 	if configFile != "" {
-		bc, err := jetstream.LoadConfigFile(configFile)
+		fc, err := hub.LoadConfigFile(configFile)
 		if err != nil {
 			return c, nil, err
 		}
-		c.Bus = bc
+		c.Bus, c.Compactors = fc.Config, fc.Compactors
 	}
 	return c, log, c.Validate()
 }

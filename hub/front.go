@@ -1,0 +1,146 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/eventhub/eventhub/compaction"
+	"github.com/eventhub/eventhub/gateway"
+	"github.com/eventhub/eventhub/jetstream"
+	"github.com/eventhub/eventhub/projector"
+)
+
+// FileConfig is the YAML configuration file of the hub: the bus's topics
+// (see jetstream.Config) and the compactors.
+type FileConfig struct {
+	jetstream.Config `yaml:",inline"`
+	Compactors       []compaction.Config `yaml:"compactors"`
+}
+
+// LoadConfigFile reads a FileConfig; unknown fields are errors.
+func LoadConfigFile(path string) (FileConfig, error) {
+	var fc FileConfig
+	f, err := os.Open(path)
+	if err != nil {
+		return fc, fmt.Errorf("read config: %w", err)
+	}
+	defer f.Close()
+	dec := yaml.NewDecoder(f)
+	dec.KnownFields(true)
+	if err := dec.Decode(&fc); err != nil && err.Error() != "EOF" {
+		return fc, fmt.Errorf("parse config %s: %w", path, err)
+	}
+	if err := fc.Config.Validate(); err != nil {
+		return fc, err
+	}
+	for i, c := range fc.Compactors {
+		if err := c.Validate(); err != nil {
+			return fc, fmt.Errorf("compactors[%d]: %w", i, err)
+		}
+	}
+	return fc, nil
+}
+
+// withDerivedTopics adds the topic settings the configured components need:
+// compacted snapshot topics for the compactors, and a compacted
+// process.state for the projector. Explicit settings for those patterns win.
+func (c Config) withDerivedTopics() Config {
+	need := func(pattern string) {
+		if slices.ContainsFunc(c.Bus.Topics, func(t jetstream.TopicConfig) bool { return t.Pattern == pattern }) {
+			return
+		}
+		c.Bus.Topics = append(slices.Clone(c.Bus.Topics), jetstream.TopicConfig{Pattern: pattern, Compaction: true})
+	}
+	for _, cc := range c.Compactors {
+		snap := cc.Snapshot
+		if snap == "" {
+			snap = cc.Source + ".snapshot"
+		}
+		need(snap)
+	}
+	if c.Projector || c.Demo {
+		need("process.state")
+	}
+	return c
+}
+
+// startFront starts the WebSocket gateway and the HTTP port.
+func (h *Hub) startFront() error {
+	c := h.cfg
+	if c.WSPort == -1 && c.HTTPPort == -1 {
+		return nil
+	}
+	gc := c.Gateway
+	gc.Logger = h.log.With("component", "gateway")
+	gc.OnAuthFailure = h.Metrics.AuthFailure
+	if h.Auth.Configured() {
+		gc.Token = ""
+		gc.Authenticator = gateway.AuthenticatorFunc(func(ctx context.Context, token string) (gateway.Principal, error) {
+			id, err := h.Auth.Authenticate(ctx, token)
+			if err != nil {
+				return nil, err
+			}
+			return id, nil
+		})
+	}
+	gw, err := gateway.New(h.Bus, gc)
+	if err != nil {
+		return err
+	}
+	h.gateway = gw
+	h.Registry.MustRegister(h.Metrics.NewGatewayCollector(gw))
+	if c.WSPort != -1 {
+		if err := h.servers.serve("ws", c.Host, c.WSPort, gw.Handler(), h.fail); err != nil {
+			return err
+		}
+	}
+	if c.HTTPPort != -1 {
+		oh, err := h.opsHandler()
+		if err != nil {
+			return err
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/ops/", http.StripPrefix("/ops", oh))
+		mux.Handle("/", gw.Handler())
+		if err := h.servers.serve("http", c.Host, c.HTTPPort, mux, h.fail); err != nil {
+			return err
+		}
+	}
+	h.log.Info("gateway listening", "ws", h.servers.addr("ws"), "http", h.servers.addr("http"),
+		"auth", h.Auth.Configured(), "allowed_origins", gc.AllowedOrigins)
+	return nil
+}
+
+// startWorkers starts the compactors and, when asked, the projector and the
+// demo heartbeats.
+func (h *Hub) startWorkers(ctx, bg context.Context) error {
+	for _, cc := range h.cfg.Compactors {
+		cc.Logger = h.log.With("component", "compactor")
+		comp, err := compaction.Start(ctx, h.Bus, cc)
+		if err != nil {
+			return fmt.Errorf("compactor %s: %w", cc.Source, err)
+		}
+		h.compactors = append(h.compactors, comp)
+	}
+	if h.cfg.Projector || h.cfg.Demo {
+		p, err := projector.Start(ctx, h.Bus, projector.Config{Logger: h.log.With("component", "projector")})
+		if err != nil {
+			return fmt.Errorf("projector: %w", err)
+		}
+		h.projector = p
+	}
+	if h.cfg.Demo {
+		dctx, cancel := context.WithCancel(bg)
+		h.stopDemo = cancel
+		h.bg.Go(func() {
+			_ = projector.Demo(dctx, h.Bus, projector.DemoConfig{Logger: h.log.With("component", "demo")})
+		})
+		h.log.Info("demo: publishing sample heartbeats to heartbeat.received; watch process.state")
+	}
+	return nil
+}

@@ -1,0 +1,162 @@
+package hub_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eventhub/eventhub/acl"
+	"github.com/eventhub/eventhub/auth"
+	"github.com/eventhub/eventhub/client"
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/hub"
+)
+
+func jwtHub(t *testing.T) *hub.Hub {
+	return startHub(t, hub.Config{Auth: auth.Config{JWT: acl.VerifierConfig{Secret: secret, Leeway: time.Millisecond}}})
+}
+
+func dial(t *testing.T, h *hub.Hub, token string) *client.Client {
+	t.Helper()
+	c, err := client.Dial(t.Context(), "ws://"+h.Addr("ws"), client.Config{Token: token, NoReconnect: true})
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func mintPolicy(t *testing.T, ttl time.Duration, p acl.Policy) string {
+	t.Helper()
+	tok, err := acl.MintHS256(secret, acl.MintClaims{Subject: "svc", Policy: &p, TTL: ttl}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func TestGatewayEnforcesEachConnectionsOwnPolicy(t *testing.T) {
+	h := jwtHub(t)
+	ctx := t.Context()
+	// The seed kept one global policy: the last AUTH gave everyone its rights.
+	narrow := dial(t, h, mint(t, time.Minute, "publish:heartbeat.*"))
+	wide := dial(t, h, mint(t, time.Minute, "publish:**", "subscribe:**"))
+
+	if _, err := narrow.Publish(ctx, "heartbeat.received", json.RawMessage(`{"pid":1}`), facade.PublishOptions{}); err != nil {
+		t.Fatalf("allowed publish: %v", err)
+	}
+	_, err := narrow.Publish(ctx, "process.state", json.RawMessage(`{}`), facade.PublishOptions{})
+	if !errors.Is(err, &facade.Error{Code: "forbidden"}) {
+		t.Fatalf("publish outside the policy: %v, want forbidden", err)
+	}
+	if _, err := wide.Publish(ctx, "process.state", json.RawMessage(`{}`), facade.PublishOptions{Key: "k"}); err != nil {
+		t.Fatalf("the wide token lost its rights: %v", err)
+	}
+	// The narrow connection still may not, after the wide one authenticated.
+	if _, err := narrow.Publish(ctx, "process.state", json.RawMessage(`{}`), facade.PublishOptions{}); !errors.Is(err, &facade.Error{Code: "forbidden"}) {
+		t.Fatalf("narrow connection gained rights from another connection: %v", err)
+	}
+	nop := func(context.Context, *facade.EventRecord, facade.DeliveryContext) error { return nil }
+	if _, err := narrow.Subscribe(ctx, "heartbeat.received", "g", nop, facade.SubscribeOptions{}); !errors.Is(err, &facade.Error{Code: "forbidden"}) {
+		t.Fatalf("subscribe without subscribe scope: %v", err)
+	}
+}
+
+func TestGatewaySubscribeGroups(t *testing.T) {
+	h := jwtHub(t)
+	tok := mintPolicy(t, time.Minute, acl.Policy{Rules: []acl.Rule{
+		{Effect: acl.EffectDeny, Action: acl.ActionSubscribe, Topics: []string{"process.secret"}},
+		{Effect: acl.EffectAllow, Action: acl.ActionSubscribe, Topics: []string{"process.**"}, Groups: []string{"dashboard"}},
+	}})
+	c := dial(t, h, tok)
+	nop := func(context.Context, *facade.EventRecord, facade.DeliveryContext) error { return nil }
+	if _, err := c.Subscribe(t.Context(), "process.state", "dashboard", nop, facade.SubscribeOptions{}); err != nil {
+		t.Fatalf("allowed group: %v", err)
+	}
+	for _, tc := range []struct{ topic, group string }{{"process.state", "other"}, {"process.secret", "dashboard"}, {"heartbeat.received", "dashboard"}} {
+		if _, err := c.Subscribe(t.Context(), tc.topic, tc.group, nop, facade.SubscribeOptions{}); !errors.Is(err, &facade.Error{Code: "forbidden"}) {
+			t.Fatalf("subscribe %s as %s: %v, want forbidden", tc.topic, tc.group, err)
+		}
+	}
+}
+
+func TestGatewayTokenRejectedAndExpiring(t *testing.T) {
+	h := jwtHub(t)
+	if _, err := client.Dial(t.Context(), "ws://"+h.Addr("ws"), client.Config{Token: "garbage", NoReconnect: true}); err == nil {
+		t.Fatal("a garbage token was accepted")
+	}
+	expired, _ := acl.MintHS256(secret, acl.MintClaims{Subject: "x", Scopes: []string{"publish:a"}, TTL: time.Minute}, time.Now().Add(-2*time.Minute))
+	if _, err := client.Dial(t.Context(), "ws://"+h.Addr("ws"), client.Config{Token: expired, NoReconnect: true}); err == nil {
+		t.Fatal("an expired token was accepted")
+	}
+	c := dial(t, h, mint(t, 2*time.Second, "publish:a"))
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, err := c.Publish(t.Context(), "a", json.RawMessage(`1`), facade.PublishOptions{})
+		if err != nil {
+			break // told token_expired and closed
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the connection outlived its token")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestHTTPPublishAuth(t *testing.T) {
+	h := jwtHub(t)
+	post := func(topic, token string) int {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+h.Addr("http")+"/publish/"+topic, strings.NewReader(`{"x":1}`))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	tok := mint(t, time.Minute, "publish:heartbeat.*")
+	if code := post("heartbeat.received", ""); code != http.StatusUnauthorized {
+		t.Fatalf("no token: %d", code)
+	}
+	if code := post("process.state", tok); code != http.StatusForbidden {
+		t.Fatalf("outside the policy: %d", code)
+	}
+	if code := post("heartbeat.received", tok); code != http.StatusOK {
+		t.Fatalf("allowed: %d", code)
+	}
+	// The ops endpoints on the HTTP port need the token too.
+	if code, _ := get(t, "http://"+h.Addr("http")+"/ops/topics", ""); code != http.StatusUnauthorized {
+		t.Fatalf("/ops/topics without a token: %d", code)
+	}
+	if code, _ := get(t, "http://"+h.Addr("http")+"/ops/topics", tok); code != http.StatusOK {
+		t.Fatalf("/ops/topics with a token: %d", code)
+	}
+}
+
+func TestDemoFillsProcessState(t *testing.T) {
+	h := startHub(t, hub.Config{Demo: true})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		n := 0
+		_, err := h.Bus.Latest(t.Context(), "process.state", func(e *facade.EventRecord) error {
+			if strings.Contains(string(e.Payload), `"status":"alive"`) {
+				n++
+			}
+			return nil
+		})
+		if err == nil && n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no alive process in process.state after the demo ran (%v)", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
