@@ -33,6 +33,9 @@ type Bus struct {
 	log *slog.Logger
 	nc  *nats.Conn
 	js  jetstream.JetStream
+	// stallWait makes PublishAsync wait up to RequestTimeout for room in
+	// the window instead of nats.go's 200 ms.
+	stallWait jetstream.PublishOpt
 
 	// owned resources, nil when borrowed
 	ownConn bool
@@ -68,12 +71,13 @@ func New(nc *nats.Conn, cfg Config) (*Bus, error) {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	return &Bus{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		nc:     nc,
-		js:     js,
-		topics: make(map[string]*topicInfo),
-		subs:   make(map[groupKey][]*subscription),
+		cfg:       cfg,
+		log:       cfg.Logger,
+		nc:        nc,
+		js:        js,
+		stallWait: jetstream.WithStallWait(cfg.RequestTimeout),
+		topics:    make(map[string]*topicInfo),
+		subs:      make(map[groupKey][]*subscription),
 	}, nil
 }
 

@@ -13,7 +13,7 @@ import (
 	"github.com/eventhub/eventhub/internal/jsonvalid"
 )
 
-// Header names of the envelope fields (see docs/interop.md). The payload is
+// Header names of the envelope fields (see README.md, Interoperability). The payload is
 // the message data; the key is in the subject.
 const (
 	HeaderID        = nats.MsgIdHdr // "Nats-Msg-Id"

@@ -120,7 +120,11 @@ func (b *Bus) existingTopic(ctx context.Context, topic string) (*topicInfo, erro
 	if err != nil {
 		return nil, fmt.Errorf("topic %s: %w", topic, translate(err))
 	}
-	return b.streamTopic(ctx, topic, name)
+	ti, err = b.streamTopic(ctx, topic, name)
+	if err != nil {
+		return nil, err
+	}
+	return b.cacheTopic(ti), nil
 }
 
 // floorTracker follows one member's view of its group's ack floor: the

@@ -63,7 +63,7 @@ func (b *Bus) LatestByKey(ctx context.Context, topic string, keys []string) (map
 	}
 	// No deadline of our own: nats.go applies Config.RequestTimeout to each
 	// direct get, directGet to each message it waits for.
-	ti, err := b.keyedTopic(ctx, topic)
+	ti, err := b.existingTopic(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +154,7 @@ func (b *Bus) Latest(ctx context.Context, topic string, fn func(*facade.EventRec
 	if fn == nil {
 		return 0, fmt.Errorf("%w: nil fn", facade.ErrInvalidOption)
 	}
-	ti, err := b.keyedTopic(ctx, topic)
+	ti, err := b.existingTopic(ctx, topic)
 	if err != nil {
 		return 0, err
 	}
@@ -273,31 +273,6 @@ func (b *Bus) TopicCompacted(ctx context.Context, topic string) (bool, error) {
 		return false, err
 	}
 	return ti.compacted && ti.keyed, nil
-}
-
-// keyedTopic is existingTopic, remembered like the topics the bus
-// publishes to, so that repeated lookups cost no stream lookup.
-func (b *Bus) keyedTopic(ctx context.Context, topic string) (*topicInfo, error) {
-	b.topicsMu.Lock()
-	ti := b.topics[topic]
-	b.topicsMu.Unlock()
-	if ti != nil {
-		return ti, nil
-	}
-	rctx, cancel := b.withTimeout(ctx)
-	defer cancel()
-	ti, err := b.existingTopic(rctx, topic)
-	if err != nil {
-		return nil, err
-	}
-	b.topicsMu.Lock()
-	if cur := b.topics[topic]; cur != nil {
-		ti = cur
-	} else {
-		b.topics[topic] = ti
-	}
-	b.topicsMu.Unlock()
-	return ti, nil
 }
 
 // Batched direct gets.

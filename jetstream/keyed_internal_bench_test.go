@@ -40,7 +40,7 @@ func BenchmarkLatestByKeyStrategies(b *testing.B) {
 		}
 	}
 	<-bus.js.PublishAsyncComplete()
-	ti, err := bus.keyedTopic(ctx, "strat.kv")
+	ti, err := bus.existingTopic(ctx, "strat.kv")
 	if err != nil {
 		b.Fatal(err)
 	}

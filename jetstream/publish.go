@@ -65,13 +65,14 @@ func (b *Bus) prepare(ctx context.Context, topic string, payload json.RawMessage
 }
 
 // PublishAsync implements [facade.AsyncPublisher]. It blocks while
-// Config.PublishAsyncMaxPending publishes are unacknowledged.
+// Config.PublishAsyncMaxPending publishes are unacknowledged, for up to
+// Config.RequestTimeout (then ErrUnavailable).
 func (b *Bus) PublishAsync(ctx context.Context, topic string, payload json.RawMessage, opts facade.PublishOptions) (facade.PublishFuture, error) {
 	e, msg, ti, err := b.prepare(ctx, topic, payload, &opts)
 	if err != nil {
 		return nil, err
 	}
-	f, err := b.js.PublishMsgAsync(msg)
+	f, err := b.js.PublishMsgAsync(msg, b.stallWait)
 	if err != nil {
 		return nil, fmt.Errorf("publish %s: %w", topic, translate(err))
 	}

@@ -47,14 +47,19 @@ func (b *Bus) topic(ctx context.Context, topic string) (*topicInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	return b.cacheTopic(ti), nil
+}
+
+// cacheTopic keeps ti unless another goroutine cached the topic first, and
+// returns the one kept.
+func (b *Bus) cacheTopic(ti *topicInfo) *topicInfo {
 	b.topicsMu.Lock()
-	if cur := b.topics[topic]; cur != nil {
-		ti = cur
-	} else {
-		b.topics[topic] = ti
+	defer b.topicsMu.Unlock()
+	if cur := b.topics[ti.topic]; cur != nil {
+		return cur
 	}
-	b.topicsMu.Unlock()
-	return ti, nil
+	b.topics[ti.topic] = ti
+	return ti
 }
 
 // forgetTopic drops a cached topic, after its stream went away.

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Subject layout (see docs/subjects.md):
+// Subject layout (see docs/design.md):
 //
 //	<topic>                  an event without a key
 //	<topic>._k.<key-token>   an event with a key
