@@ -63,6 +63,11 @@ type SubscribeOptions struct {
 	// MaxAttempts is how many deliveries an event gets before it goes to the
 	// dead-letter topic (default 5).
 	MaxAttempts int `json:"maxAttempts,omitempty"`
+	// InactiveTimeoutMs, when set, deletes a new group once it has had no
+	// member for this long (at least 1000): for per-page or per-process
+	// groups that must not pile up. Zero keeps the group until it is
+	// deleted by an operator.
+	InactiveTimeoutMs int64 `json:"inactiveTimeoutMs,omitempty"`
 	// ManualAck leaves acknowledgement to the caller ([Acker.Ack] /
 	// [Acker.Nack]) instead of the handler's return value. The handler is
 	// then called one event at a time, in stream order, and should return
@@ -130,6 +135,9 @@ func (o SubscribeOptions) Validate() error {
 	}
 	if o.AckTimeoutMs != 0 && (o.AckTimeoutMs < 100 || o.AckTimeoutMs > 24*3600*1000) {
 		return fmt.Errorf("%w: ackTimeoutMs %d out of range 100..86400000", ErrInvalidOption, o.AckTimeoutMs)
+	}
+	if o.InactiveTimeoutMs != 0 && (o.InactiveTimeoutMs < 1000 || o.InactiveTimeoutMs > 30*24*3600*1000) {
+		return fmt.Errorf("%w: inactiveTimeoutMs %d out of range 1000..2592000000", ErrInvalidOption, o.InactiveTimeoutMs)
 	}
 	if o.MaxAttempts < 0 || o.MaxAttempts > 1000 {
 		return fmt.Errorf("%w: maxAttempts %d out of range 1..1000", ErrInvalidOption, o.MaxAttempts)

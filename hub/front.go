@@ -13,6 +13,7 @@ import (
 	"github.com/eventhub/eventhub/gateway"
 	"github.com/eventhub/eventhub/jetstream"
 	"github.com/eventhub/eventhub/projector"
+	"github.com/eventhub/eventhub/web"
 )
 
 // FileConfig is the YAML configuration file of the hub: the bus's topics
@@ -104,9 +105,17 @@ func (h *Hub) startFront() error {
 		if err != nil {
 			return err
 		}
+		// One origin for the dashboard, its WebSocket and its ops fetches, so
+		// the gateway's Origin check passes without configuration.
+		site, err := web.New(web.Config{OpsBase: "/ops", WebSocket: gw.Handler()})
+		if err != nil {
+			return err
+		}
 		mux := http.NewServeMux()
 		mux.Handle("/ops/", http.StripPrefix("/ops", oh))
-		mux.Handle("/", gw.Handler())
+		mux.Handle("GET /ws", gw.Handler())
+		mux.Handle("POST /publish/{topic}", gw.Handler())
+		mux.Handle("/", site) // WebSocket upgrades of "/" still reach the gateway
 		if err := h.servers.serve("http", c.Host, c.HTTPPort, mux, h.fail); err != nil {
 			return err
 		}

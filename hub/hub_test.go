@@ -108,3 +108,13 @@ func TestOutboxDrainerInsideHub(t *testing.T) {
 		t.Fatalf("outbox metrics missing: %d", code)
 	}
 }
+
+func TestDashboardServedOnHTTPPort(t *testing.T) {
+	h := startHub(t, hub.Config{})
+	for path, want := range map[string]string{"/": "<html", "/client.js": "export", "/ops/healthz": `"ok"`} {
+		code, body := get(t, "http://"+h.Addr("http")+path, "")
+		if code != 200 || !strings.Contains(body, want) {
+			t.Fatalf("GET %s: %d %.200s", path, code, body)
+		}
+	}
+}

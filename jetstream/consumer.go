@@ -105,6 +105,7 @@ func (b *Bus) createGroup(ctx context.Context, ti *topicInfo, name, group string
 	} else {
 		cfg.FilterSubjects = ti.filters
 	}
+	cfg.InactiveThreshold = time.Duration(o.InactiveTimeoutMs) * time.Millisecond
 	if next > 1 {
 		until := time.Now().Add(30 * time.Second)
 		cfg.PauseUntil = &until

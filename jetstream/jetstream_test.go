@@ -398,3 +398,22 @@ func TestManualAckExpiredDeliveryFreesItsSlot(t *testing.T) {
 		t.Fatal("member A never got another event: its expired delivery still holds its only slot")
 	}
 }
+
+func TestInactiveGroupIsDeleted(t *testing.T) {
+	b, _ := newBus(t, jetstream.Config{})
+	unsub, err := b.Subscribe(t.Context(), "inact.t", "page-1", func(context.Context, *facade.EventRecord, facade.DeliveryContext) error { return nil },
+		facade.SubscribeOptions{InactiveTimeoutMs: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.GetCursor(t.Context(), "inact.t", "page-1"); err != nil {
+		t.Fatalf("group while subscribed: %v", err)
+	}
+	_ = unsub(t.Context())
+	checkFor(t, 15*time.Second, func() error {
+		if _, err := b.GetCursor(t.Context(), "inact.t", "page-1"); !errors.Is(err, facade.ErrNotFound) {
+			return fmt.Errorf("group still there: %v", err)
+		}
+		return nil
+	})
+}
