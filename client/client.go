@@ -18,6 +18,7 @@ import (
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/gateway"
+	"github.com/eventhub/eventhub/internal/wsbatch"
 )
 
 var (
@@ -81,7 +82,7 @@ func Dial(ctx context.Context, url string, cfg Config) (*Client, error) {
 				if err != nil {
 					return nil, err
 				}
-				return &batchConn{Conn: nc}, nil
+				return &wsbatch.Conn{Conn: nc}, nil
 			},
 		},
 	}
@@ -439,7 +440,7 @@ func (cn *conn) read() {
 
 func (cn *conn) write() {
 	wt := cn.c.cfg.WriteTimeout
-	bc, _ := cn.ws.NetConn().(*batchConn)
+	bc, _ := cn.ws.NetConn().(*wsbatch.Conn)
 	for {
 		var b []byte
 		select {
@@ -449,7 +450,7 @@ func (cn *conn) write() {
 		}
 		_ = cn.ws.SetWriteDeadline(time.Now().Add(wt))
 		if bc != nil {
-			bc.hold()
+			bc.Hold()
 		}
 		yielded := false
 		for {
@@ -457,7 +458,7 @@ func (cn *conn) write() {
 				cn.fail(err)
 				return
 			}
-			if bc != nil && bc.buffered() >= batchFlushBytes {
+			if bc != nil && bc.Buffered() >= wsbatch.FlushBytes {
 				break
 			}
 			select {
@@ -478,7 +479,7 @@ func (cn *conn) write() {
 			break
 		}
 		if bc != nil {
-			if err := bc.release(); err != nil {
+			if err := bc.Release(); err != nil {
 				cn.fail(err)
 				return
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/wsbatch"
 )
 
 // Gateway serves the WebSocket protocol and the HTTP publish endpoint over a
@@ -97,7 +98,7 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	defer g.wg.Done()
 
-	var bc *batchConn
+	var bc *wsbatch.Conn
 	ws, err := g.upgrader.Upgrade(hijackWrapper{w, &bc}, r, nil)
 	if err != nil {
 		g.log.Debug("upgrade refused", "remote", r.RemoteAddr, "err", err)
@@ -207,10 +208,10 @@ func readFrame(r io.Reader, buf []byte, limit int64) (_ []byte, tooLarge bool, _
 	}
 }
 
-// hijackWrapper hands gorilla a batchConn instead of the raw connection.
+// hijackWrapper hands gorilla a wsbatch.Conn instead of the raw connection.
 type hijackWrapper struct {
 	http.ResponseWriter
-	bc **batchConn
+	bc **wsbatch.Conn
 }
 
 func (h hijackWrapper) Hijack() (net.Conn, *bufio.ReadWriter, error) {
@@ -222,7 +223,7 @@ func (h hijackWrapper) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	bc := &batchConn{Conn: c}
+	bc := &wsbatch.Conn{Conn: c}
 	*h.bc = bc
 	return bc, rw, nil
 }

@@ -2,13 +2,14 @@ package gateway
 
 import (
 	"log/slog"
-	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/eventhub/eventhub/internal/wsbatch"
 )
 
 // transport carries a session's frames to its client. It only writes and
@@ -57,7 +58,7 @@ func putBuf(b *[]byte) {
 // bconn. An idle connection holds no queue memory.
 type wsTransport struct {
 	ws    *websocket.Conn
-	bconn *batchConn
+	bconn *wsbatch.Conn
 	log   *slog.Logger
 	wt    time.Duration // write timeout
 	ping  time.Duration
@@ -77,7 +78,7 @@ type wsTransport struct {
 	done    chan struct{} // closed when the writer has returned
 }
 
-func newWSTransport(ws *websocket.Conn, bc *batchConn, queue int, writeTimeout, ping time.Duration, log *slog.Logger) *wsTransport {
+func newWSTransport(ws *websocket.Conn, bc *wsbatch.Conn, queue int, writeTimeout, ping time.Duration, log *slog.Logger) *wsTransport {
 	return &wsTransport{
 		ws: ws, bconn: bc, log: log, wt: writeTimeout, ping: ping,
 		max:     queue,
@@ -220,27 +221,27 @@ func (t *wsTransport) writeBatch(batch []*[]byte) bool {
 		return false
 	}
 	_ = t.ws.SetWriteDeadline(time.Now().Add(t.wt))
-	t.bconn.hold()
+	t.bconn.Hold()
 	for i, buf := range batch {
 		err := t.ws.WriteMessage(websocket.TextMessage, *buf)
 		putBuf(buf)
 		batch[i] = nil
 		if err != nil {
-			_ = t.bconn.release()
+			_ = t.bconn.Release()
 			t.log.Debug("write failed", "err", err)
 			return false
 		}
 		if t.abort.Load() {
 			break
 		}
-		if t.bconn.buffered() >= batchFlushBytes {
-			if err := t.bconn.release(); err != nil {
+		if t.bconn.Buffered() >= wsbatch.FlushBytes {
+			if err := t.bconn.Release(); err != nil {
 				return false
 			}
-			t.bconn.hold()
+			t.bconn.Hold()
 		}
 	}
-	if err := t.bconn.release(); err != nil {
+	if err := t.bconn.Release(); err != nil {
 		t.log.Debug("flush failed", "err", err)
 		return false
 	}
@@ -266,79 +267,4 @@ func (t *wsTransport) drop() {
 	for _, b := range t.take() {
 		putBuf(b)
 	}
-}
-
-// batchFlushBytes is how much a burst buffers before it is written.
-const batchFlushBytes = 64 << 10
-
-// batchConn is the net.Conn under a server WebSocket. Between hold and
-// release (the writer goroutine writing a burst of frames) writes are
-// buffered and then written with one syscall; at any other time (the
-// handshake, control frames from the reader goroutine) they pass through.
-// Gorilla serialises its writes, so frames never interleave.
-type batchConn struct {
-	net.Conn
-	mu      sync.Mutex
-	holding bool
-	buf     *[]byte // from batchPool while holding
-}
-
-var batchPool = sync.Pool{New: func() any {
-	b := make([]byte, 0, batchFlushBytes+4096)
-	return &b
-}}
-
-func (c *batchConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.holding && len(*c.buf)+len(p) <= cap(*c.buf) {
-		*c.buf = append(*c.buf, p...)
-		return len(p), nil
-	}
-	if err := c.flushLocked(); err != nil {
-		return 0, err
-	}
-	return c.Conn.Write(p)
-}
-
-func (c *batchConn) hold() {
-	c.mu.Lock()
-	c.holding = true
-	if c.buf == nil {
-		c.buf = batchPool.Get().(*[]byte)
-	}
-	c.mu.Unlock()
-}
-
-func (c *batchConn) buffered() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.buf == nil {
-		return 0
-	}
-	return len(*c.buf)
-}
-
-// release writes what was buffered and returns the buffer to the pool, so
-// an idle connection holds none.
-func (c *batchConn) release() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.holding = false
-	err := c.flushLocked()
-	if c.buf != nil {
-		*c.buf = (*c.buf)[:0]
-		batchPool.Put(c.buf)
-		c.buf = nil
-	}
-	return err
-}
-
-func (c *batchConn) flushLocked() error {
-	if c.buf == nil || len(*c.buf) == 0 {
-		return nil
-	}
-	_, err := c.Conn.Write(*c.buf)
-	*c.buf = (*c.buf)[:0]
-	return err
 }

@@ -1,36 +1,36 @@
-package client
+// Package wsbatch coalesces the writes of a WebSocket connection: while its
+// writer goroutine writes a burst of queued frames they are buffered and
+// written with one syscall. The gateway and the Go client use it on their
+// sides of the same protocol.
+package wsbatch
 
 import (
 	"net"
 	"sync"
 )
 
-// A copy of the gateway's write coalescing (gateway/transport.go): while the
-// writer goroutine writes a burst of queued frames they are buffered and
-// written with one syscall; control frames written at other times pass
-// through.
+// FlushBytes is how much a burst buffers before the writer should Release.
+const FlushBytes = 64 << 10
 
-// batchFlushBytes is how much a burst buffers before it is written.
-const batchFlushBytes = 64 << 10
-
-// batchConn is the net.Conn under a client WebSocket. Between hold and
-// release (the writer goroutine writing a burst of frames) writes are
+// Conn wraps the net.Conn under a WebSocket. Between Hold and Release
+// (the writer goroutine writing a burst of frames) writes are
 // buffered and then written with one syscall; at any other time (the
 // handshake, control frames from the reader goroutine) they pass through.
 // Gorilla serialises its writes, so frames never interleave.
-type batchConn struct {
+type Conn struct {
 	net.Conn
 	mu      sync.Mutex
 	holding bool
-	buf     *[]byte // from batchPool while holding
+	buf     *[]byte // from pool while holding
 }
 
-var batchPool = sync.Pool{New: func() any {
-	b := make([]byte, 0, batchFlushBytes+4096)
+var pool = sync.Pool{New: func() any {
+	b := make([]byte, 0, FlushBytes+4096)
 	return &b
 }}
 
-func (c *batchConn) Write(p []byte) (int, error) {
+// Write buffers p while held, else writes it through.
+func (c *Conn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.holding && len(*c.buf)+len(p) <= cap(*c.buf) {
@@ -43,16 +43,18 @@ func (c *batchConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-func (c *batchConn) hold() {
+// Hold starts buffering writes.
+func (c *Conn) Hold() {
 	c.mu.Lock()
 	c.holding = true
 	if c.buf == nil {
-		c.buf = batchPool.Get().(*[]byte)
+		c.buf = pool.Get().(*[]byte)
 	}
 	c.mu.Unlock()
 }
 
-func (c *batchConn) buffered() int {
+// Buffered is how many bytes wait to be written.
+func (c *Conn) Buffered() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.buf == nil {
@@ -63,20 +65,20 @@ func (c *batchConn) buffered() int {
 
 // release writes what was buffered and returns the buffer to the pool, so
 // an idle connection holds none.
-func (c *batchConn) release() error {
+func (c *Conn) Release() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.holding = false
 	err := c.flushLocked()
 	if c.buf != nil {
 		*c.buf = (*c.buf)[:0]
-		batchPool.Put(c.buf)
+		pool.Put(c.buf)
 		c.buf = nil
 	}
 	return err
 }
 
-func (c *batchConn) flushLocked() error {
+func (c *Conn) flushLocked() error {
 	if c.buf == nil || len(*c.buf) == 0 {
 		return nil
 	}
