@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/eventjson"
 )
 
 // Ops of the protocol.
@@ -478,9 +479,9 @@ func Encode(f *Frame) ([]byte, error) {
 // equivalent [Frame] for any valid JSON payload.
 func AppendEvent(dst []byte, topic, group string, e *facade.EventRecord, attempt int, ackDeadlineMs int64) []byte {
 	dst = append(dst, `{"op":"EVENT","topic":`...)
-	dst = appendString(dst, topic)
+	dst = eventjson.AppendString(dst, topic)
 	dst = append(dst, `,"group":`...)
-	dst = appendString(dst, group)
+	dst = eventjson.AppendString(dst, group)
 	dst = append(dst, `,"event":`...)
 	dst = AppendEventRecord(dst, e)
 	dst = append(dst, `,"ctx":{"attempt":`...)
@@ -492,52 +493,7 @@ func AppendEvent(dst []byte, topic, group string, e *facade.EventRecord, attempt
 
 // AppendEventRecord appends the JSON of e (as json.Marshal would write it)
 // to dst, copying the payload bytes.
-func AppendEventRecord(dst []byte, e *facade.EventRecord) []byte {
-	if e == nil {
-		return append(dst, "null"...)
-	}
-	dst = append(dst, `{"id":`...)
-	dst = appendString(dst, e.ID)
-	if e.SID != "" {
-		dst = append(dst, `,"sid":`...)
-		dst = appendString(dst, e.SID)
-	}
-	dst = append(dst, `,"ts":`...)
-	dst = strconv.AppendInt(dst, e.TS, 10)
-	dst = append(dst, `,"topic":`...)
-	dst = appendString(dst, e.Topic)
-	if e.Key != "" {
-		dst = append(dst, `,"key":`...)
-		dst = appendString(dst, e.Key)
-	}
-	if e.Partition != nil {
-		dst = append(dst, `,"partition":`...)
-		dst = strconv.AppendInt(dst, int64(*e.Partition), 10)
-	}
-	if len(e.Headers) > 0 {
-		dst = append(dst, `,"headers":`...)
-		dst = appendStringMap(dst, e.Headers)
-	}
-	dst = append(dst, `,"payload":`...)
-	if e.Payload == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = appendCompact(dst, e.Payload)
-	}
-	if len(e.CausedBy) > 0 {
-		dst = append(dst, `,"caused_by":`...)
-		dst = appendStrings(dst, e.CausedBy)
-	}
-	if len(e.Tags) > 0 {
-		dst = append(dst, `,"tags":`...)
-		dst = appendStrings(dst, e.Tags)
-	}
-	if e.Seq != 0 {
-		dst = append(dst, `,"seq":`...)
-		dst = strconv.AppendUint(dst, e.Seq, 10)
-	}
-	return append(dst, '}')
-}
+func AppendEventRecord(dst []byte, e *facade.EventRecord) []byte { return eventjson.Append(dst, e) }
 
 // AppendOK appends {"op":"OK","corr":corr} (corr omitted when empty).
 func AppendOK(dst []byte, corr string) []byte {
@@ -553,7 +509,7 @@ func AppendPublishOK(dst []byte, corr, id string, seq uint64, ts int64) []byte {
 	dst = appendCorr(dst, corr)
 	if id != "" {
 		dst = append(dst, `,"id":`...)
-		dst = appendString(dst, id)
+		dst = eventjson.AppendString(dst, id)
 	}
 	if seq != 0 {
 		dst = append(dst, `,"seq":`...)
@@ -572,11 +528,11 @@ func AppendErr(dst []byte, corr, code, msg string) []byte {
 	dst = appendCorr(dst, corr)
 	if code != "" {
 		dst = append(dst, `,"code":`...)
-		dst = appendString(dst, code)
+		dst = eventjson.AppendString(dst, code)
 	}
 	if msg != "" {
 		dst = append(dst, `,"msg":`...)
-		dst = appendString(dst, msg)
+		dst = eventjson.AppendString(dst, msg)
 	}
 	return append(dst, '}')
 }
@@ -585,19 +541,19 @@ func AppendErr(dst []byte, corr, code, msg string) []byte {
 // it. Empty / zero fields are omitted as json.Marshal of [Frame] would.
 func AppendAck(dst []byte, op, corr, topic, group, id string, attempt int, reason string, extendMs int64) []byte {
 	dst = append(dst, `{"op":`...)
-	dst = appendString(dst, op)
+	dst = eventjson.AppendString(dst, op)
 	dst = appendCorr(dst, corr)
 	if topic != "" {
 		dst = append(dst, `,"topic":`...)
-		dst = appendString(dst, topic)
+		dst = eventjson.AppendString(dst, topic)
 	}
 	if group != "" {
 		dst = append(dst, `,"group":`...)
-		dst = appendString(dst, group)
+		dst = eventjson.AppendString(dst, group)
 	}
 	if id != "" {
 		dst = append(dst, `,"id":`...)
-		dst = appendString(dst, id)
+		dst = eventjson.AppendString(dst, id)
 	}
 	if attempt != 0 {
 		dst = append(dst, `,"attempt":`...)
@@ -605,7 +561,7 @@ func AppendAck(dst []byte, op, corr, topic, group, id string, attempt int, reaso
 	}
 	if reason != "" {
 		dst = append(dst, `,"reason":`...)
-		dst = appendString(dst, reason)
+		dst = eventjson.AppendString(dst, reason)
 	}
 	if extendMs != 0 {
 		dst = append(dst, `,"extend_ms":`...)
@@ -619,161 +575,7 @@ func appendCorr(dst []byte, corr string) []byte {
 		return dst
 	}
 	dst = append(dst, `,"corr":`...)
-	return appendString(dst, corr)
-}
-
-func appendStrings(dst []byte, ss []string) []byte {
-	dst = append(dst, '[')
-	for i, s := range ss {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendString(dst, s)
-	}
-	return append(dst, ']')
-}
-
-// appendStringMap writes m with its keys sorted, as encoding/json does.
-func appendStringMap(dst []byte, m map[string]string) []byte {
-	var small [8]string
-	keys := small[:0]
-	for k := range m {
-		keys = append(keys, k)
-	}
-	// Insertion sort: header maps are small.
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
-	dst = append(dst, '{')
-	for i, k := range keys {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendString(dst, k)
-		dst = append(dst, ':')
-		dst = appendString(dst, m[k])
-	}
-	return append(dst, '}')
-}
-
-const hexDigits = "0123456789abcdef"
-
-// safeASCII[b] is true for the ASCII bytes encoding/json writes as they are
-// (with HTML escaping on).
-var safeASCII = func() (t [utf8.RuneSelf]bool) {
-	for b := 0x20; b < utf8.RuneSelf; b++ {
-		switch b {
-		case '"', '\\', '<', '>', '&':
-		default:
-			t[b] = true
-		}
-	}
-	return t
-}()
-
-// appendString appends s as a JSON string exactly as encoding/json does:
-// HTML-safe escapes for <, >, &; \u2028 and \u2029 escaped; invalid UTF-8
-// replaced by \ufffd.
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		b := s[i]
-		if b < utf8.RuneSelf {
-			if safeASCII[b] {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		c, size := utf8.DecodeRuneInString(s[i:])
-		if c == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if c == '\u2028' || c == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
-
-// compactSkip[b] marks the bytes appendCompact must look at: whitespace
-// (dropped outside strings), quotes and backslashes (string state), the
-// HTML characters and the lead byte of U+2028 / U+2029 (escaped).
-var compactSkip = func() (t [256]bool) {
-	for _, b := range []byte(" \t\r\n\"\\<>&\xe2") {
-		t[b] = true
-	}
-	return t
-}()
-
-// appendCompact appends the valid JSON value src without insignificant
-// whitespace and with <, >, &, U+2028, U+2029 escaped: what json.Marshal
-// writes for a json.RawMessage, in one pass and without validating (src was
-// validated when it was published).
-func appendCompact(dst, src []byte) []byte {
-	inString := false
-	start := 0
-	for i := 0; i < len(src); i++ {
-		c := src[i]
-		if !compactSkip[c] {
-			continue
-		}
-		switch c {
-		case '"':
-			inString = !inString
-		case '\\':
-			i++ // the escaped byte cannot end the string
-		case ' ', '\t', '\r', '\n':
-			if !inString {
-				dst = append(dst, src[start:i]...)
-				start = i + 1
-			}
-		case '<', '>', '&':
-			dst = append(dst, src[start:i]...)
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			start = i + 1
-		case 0xe2:
-			if i+2 < len(src) && src[i+1] == 0x80 && src[i+2]&^1 == 0xa8 {
-				dst = append(dst, src[start:i]...)
-				dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[src[i+2]&0xF])
-				i += 2
-				start = i + 1
-			}
-		}
-	}
-	return append(dst, src[start:]...)
+	return eventjson.AppendString(dst, corr)
 }
 
 func truncateString(s string, n int) string {

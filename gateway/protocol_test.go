@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/eventjson"
 )
 
 // refEvent is the EVENT frame as a plain struct: what AppendEvent must
@@ -176,7 +177,7 @@ func TestFastPathsTaken(t *testing.T) {
 
 func TestAppendCompact(t *testing.T) {
 	for _, in := range []string{`{}`, ` [ ] `, `{"a" : "b c" , "d":[1, 2,3 ]}`, `"\" <"`, `"\\" `, "\"\u2028\"", `"\u2028"`, `{"a":"\\\"&"}`} {
-		got := appendCompact(nil, []byte(in))
+		got := eventjson.AppendCompact(nil, []byte(in))
 		want, err := json.Marshal(json.RawMessage(in))
 		if err != nil {
 			t.Fatal(err)

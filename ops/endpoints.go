@@ -12,6 +12,7 @@ import (
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/eventjson"
 	"github.com/eventhub/eventhub/jetstream"
 )
 
@@ -411,7 +412,7 @@ func (h *Handler) latestByKey(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(append(appendEvent(nil, e), '\n'))
+	_, _ = w.Write(append(eventjson.Append(nil, e), '\n'))
 }
 
 type streamGroupJSON struct {

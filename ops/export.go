@@ -17,6 +17,7 @@ import (
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/eventjson"
 	"github.com/eventhub/eventhub/jetstream"
 )
 
@@ -234,7 +235,7 @@ func export(ctx context.Context, bus *jetstream.Bus, q Query, o exportOptions, o
 			break
 		}
 		e := jetstream.DecodeMsg(msg.Subject(), msg.Headers(), msg.Data(), seq, meta.Timestamp)
-		buf = appendEvent(buf, e)
+		buf = eventjson.Append(buf, e)
 		buf = append(buf, '\n')
 		st.Events++
 		st.LastSeq = seq

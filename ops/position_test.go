@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"testing"
 	"time"
+
+	"github.com/eventhub/eventhub/facade"
 )
 
 func TestParsePosition(t *testing.T) {
@@ -67,7 +69,7 @@ func TestParseQuery(t *testing.T) {
 		{"topic=a.b", Query{Topic: "a.b"}, nil},
 		{"topic=a.b&from=3&to=seq:9&limit=2", Query{Topic: "a.b", From: Position{Kind: PosSeq, Seq: 3}, To: Position{Kind: PosSeq, Seq: 9}, Limit: 2}, nil},
 		{"", Query{}, ErrBadRequest},
-		{"topic=a..b", Query{}, errBadTopic},
+		{"topic=a..b", Query{}, facade.ErrBadTopic},
 		{"topic=a.b&from=x", Query{}, ErrBadRequest},
 		{"topic=a.b&to=x", Query{}, ErrBadRequest},
 		{"topic=a.b&limit=-1", Query{}, ErrBadRequest},

@@ -1,4 +1,4 @@
-package ops
+package eventjson
 
 import (
 	"bytes"
@@ -8,8 +8,6 @@ import (
 
 	"github.com/eventhub/eventhub/facade"
 )
-
-var errBadTopic = facade.ErrBadTopic
 
 func TestAppendEvent(t *testing.T) {
 	part := 3
@@ -26,27 +24,24 @@ func TestAppendEvent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := appendEvent(nil, &e); !bytes.Equal(got, want) {
-			t.Errorf("appendEvent:\n got %s\nwant %s", got, want)
+		if got := Append(nil, &e); !bytes.Equal(got, want) {
+			t.Errorf("Append:\n got %s\nwant %s", got, want)
 		}
 	}
 }
 
-// TestAppendEventPayloadAsStored: payload bytes are copied, not
-// re-encoded, except that line breaks are compacted away.
-func TestAppendEventPayloadAsStored(t *testing.T) {
-	e := facade.EventRecord{ID: "i", TS: 1, Topic: "t", Payload: json.RawMessage(`{"a": "<b>", "c" : 1}`)}
-	if got, want := appendEvent(nil, &e), `{"id":"i","ts":1,"topic":"t","payload":{"a": "<b>", "c" : 1}}`; string(got) != want {
-		t.Fatalf("got %s, want %s", got, want)
-	}
-	e.Payload = json.RawMessage("{\n  \"a\": \"x y\",\r\n  \"b\": [1,\n 2]\n}")
-	got := appendEvent([]byte("prefix"), &e)
-	if want := `prefix{"id":"i","ts":1,"topic":"t","payload":{"a":"x y","b":[1,2]}}`; string(got) != want {
+// TestAppendEventPayloadCompacted: payload bytes are not re-encoded but
+// compacted and HTML-escaped in one pass, as json.Marshal writes a
+// json.RawMessage, so one event is always one line.
+func TestAppendEventPayloadCompacted(t *testing.T) {
+	e := facade.EventRecord{ID: "i", TS: 1, Topic: "t", Payload: json.RawMessage("{\n  \"a\": \"<b> x\",\r\n  \"c\" : [1,\n 2]\n}")}
+	got := Append([]byte("prefix"), &e)
+	if want := `prefix{"id":"i","ts":1,"topic":"t","payload":{"a":"\u003cb\u003e x","c":[1,2]}}`; string(got) != want {
 		t.Fatalf("got %s, want %s", got, want)
 	}
 }
 
-// FuzzAppendEvent checks appendEvent against json.Marshal for arbitrary
+// FuzzAppendEvent checks Append against json.Marshal for arbitrary
 // strings and compact payloads, and that the line never holds a newline.
 func FuzzAppendEvent(f *testing.F) {
 	f.Add("id", "topic.a", "key", "hv", "tag", `{"a":1}`, int64(5), uint64(7))
@@ -59,7 +54,7 @@ func FuzzAppendEvent(f *testing.F) {
 		} else {
 			e.Payload = json.RawMessage(`null`)
 		}
-		got := appendEvent(nil, &e)
+		got := Append(nil, &e)
 		if bytes.ContainsAny(got, "\r\n") {
 			t.Fatalf("line break in %q", got)
 		}
@@ -90,11 +85,11 @@ func FuzzAppendEvent(f *testing.F) {
 		}
 		back.Payload, wantBack.Payload = nil, nil
 		if !reflect.DeepEqual(back, wantBack) || !reflect.DeepEqual(gotV, wantV) {
-			t.Fatalf("appendEvent %q decodes to a different record than json.Marshal %q", got, want)
+			t.Fatalf("Append %q decodes to a different record than json.Marshal %q", got, want)
 		}
 		if !bytes.ContainsAny(compact.Bytes(), "<>&") {
-			if !bytes.Equal(appendEvent(nil, &e), want) {
-				t.Fatalf("appendEvent differs from json.Marshal:\n got %q\nwant %q", appendEvent(nil, &e), want)
+			if !bytes.Equal(Append(nil, &e), want) {
+				t.Fatalf("appendEvent differs from json.Marshal:\n got %q\nwant %q", Append(nil, &e), want)
 			}
 		}
 	})
