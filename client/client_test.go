@@ -17,6 +17,7 @@ import (
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/gateway"
+	"github.com/eventhub/eventhub/internal/testutil"
 )
 
 func TestDial(t *testing.T) {
@@ -76,7 +77,7 @@ func TestPublishSubscribeAutoAck(t *testing.T) {
 			t.Fatalf("record %+v", last)
 		}
 	}
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	testutil.CheckFor(t, 10*time.Second, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(got) != 10 {
@@ -95,7 +96,7 @@ func TestPublishSubscribeAutoAck(t *testing.T) {
 		}
 	}
 	mu.Unlock()
-	checkFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+	testutil.CheckFor(t, 5*time.Second, func() error {
 		cur, err := c.GetCursor(ctx, "cl.t", "g")
 		if err != nil || cur.LastID != last.ID || cur.Pending != 0 {
 			return fmt.Errorf("cursor %+v %v", cur, err)
@@ -219,7 +220,7 @@ func TestReconnectResubscribes(t *testing.T) {
 	}
 	serveGateway(t, bus, gateway.Config{}, ln2)
 	// Calls wait for the new connection; the subscription is back.
-	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+	testutil.CheckFor(t, 10*time.Second, func() error {
 		_, err := c.Publish(ctx, "re.t", json.RawMessage(`"after"`), facade.PublishOptions{})
 		return err
 	})
@@ -263,7 +264,7 @@ func TestPendingFailsOnDrop(t *testing.T) {
 	if _, err := c.Publish(ctx, "a.b", json.RawMessage(`1`), facade.PublishOptions{}); !errors.Is(err, facade.ErrUnavailable) {
 		t.Fatalf("pending publish: %v", err)
 	}
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+	testutil.CheckFor(t, 5*time.Second, func() error {
 		if _, err := c.GetCursor(ctx, "a.b", "g"); !errors.Is(err, facade.ErrUnavailable) {
 			return fmt.Errorf("after the drop: %v", err)
 		}
@@ -289,7 +290,7 @@ func TestExpiredCredentialsAreTerminal(t *testing.T) {
 	url, _ := serveGateway(t, bus, gateway.Config{Authenticator: auth}, nil)
 	c := dialClient(t, url, Config{ReconnectMin: 10 * time.Millisecond, ReconnectMax: 20 * time.Millisecond})
 	ctx := context.Background()
-	checkFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+	testutil.CheckFor(t, 5*time.Second, func() error {
 		_, err := c.Publish(ctx, "exp.t", json.RawMessage(`1`), facade.PublishOptions{})
 		if !errors.Is(err, gateway.ErrTokenExpired) {
 			return fmt.Errorf("publish: %v", err)

@@ -48,22 +48,6 @@ func checkNoLeaks(grace time.Duration) error {
 	}
 }
 
-// checkFor polls cond until it returns nil or timeout passes.
-func checkFor(t testing.TB, timeout, interval time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", timeout, err)
-		}
-		time.Sleep(interval)
-	}
-}
-
 func newBus(t testing.TB) *jetstream.Bus {
 	t.Helper()
 	b, err := jetstream.Open(context.Background(), jetstream.OpenConfig{Server: jetstream.ServerConfig{DataDir: t.TempDir(), Port: -1}})

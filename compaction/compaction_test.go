@@ -17,6 +17,7 @@ import (
 	"github.com/eventhub/eventhub/compaction"
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/natstest"
+	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/jetstream"
 )
 
@@ -40,21 +41,6 @@ func newBus(t testing.TB, srv *server.Server) *jetstream.Bus {
 	}
 	t.Cleanup(func() { _ = b.Close() })
 	return b
-}
-
-func checkFor(t testing.TB, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func streamState(t testing.TB, b *jetstream.Bus, topic string) njs.StreamState {
@@ -125,7 +111,7 @@ func TestCompactorBurstAndRestart(t *testing.T) {
 	})
 
 	// Stop the compactor in the middle of the burst.
-	checkFor(t, 30*time.Second, func() error {
+	testutil.CheckFor(t, 30*time.Second, func() error {
 		if n := c1.Stats().Republished; n < keys*versions/3 {
 			return fmt.Errorf("%d republished", n)
 		}
@@ -152,7 +138,7 @@ func TestCompactorBurstAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	source := streamState(t, app, "process.state")
-	checkFor(t, 30*time.Second, func() error {
+	testutil.CheckFor(t, 30*time.Second, func() error {
 		if s := c2.Stats(); s.LastSourceSeq != source.LastSeq {
 			return fmt.Errorf("compactor at source seq %d of %d", s.LastSourceSeq, source.LastSeq)
 		}
@@ -196,7 +182,7 @@ func TestCompactorBurstAndRestart(t *testing.T) {
 	if _, err := app.Publish(t.Context(), "process.state", json.RawMessage(`{"k":0,"v":99}`), facade.PublishOptions{Key: "host:proc:0"}); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 10*time.Second, func() error {
+	testutil.CheckFor(t, 10*time.Second, func() error {
 		m, err := app.LatestByKey(t.Context(), "process.state.snapshot", []string{"host:proc:0"})
 		if err != nil {
 			return err

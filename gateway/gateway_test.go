@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/testutil"
 )
 
 // The seeds' smoke test: subscribe, publish 10, all received and ACKed,
@@ -40,7 +41,7 @@ func TestSmoke(t *testing.T) {
 			t.Fatalf("event %s not received", id)
 		}
 	}
-	checkFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+	testutil.CheckFor(t, 5*time.Second, func() error {
 		cur, err := bus.GetCursor(context.Background(), "smoke.t", "g1")
 		if err != nil {
 			return err
@@ -72,7 +73,7 @@ func TestSeedClientFrames(t *testing.T) {
 		c.sendRaw(fmt.Sprintf(`{"op":"ACK","topic":"seed.t","group":"g","id":%q}`, ev.Event.ID))
 		// An ACK without corr is answered only on error: the next frame
 		// answers the CURSOR.
-		checkFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		testutil.CheckFor(t, 5*time.Second, func() error {
 			r := c.request(Frame{Op: OpCursor, Topic: "seed.t", Group: "g"})
 			if r.Op != OpOK || r.Cursor == nil || r.Cursor.LastID != ev.Event.ID {
 				return fmt.Errorf("cursor after ACK: %+v", r)
@@ -130,7 +131,7 @@ func TestExpiredLeaseRedeliversToOtherMember(t *testing.T) {
 	// The first member may get it back too (the group chooses); it keeps
 	// ignoring it until the other member has it.
 	var got Frame
-	checkFor(t, 15*time.Second, time.Millisecond, func() error {
+	testutil.CheckFor(t, 15*time.Second, func() error {
 		if f, ok := second.event(100 * time.Millisecond); ok {
 			got = f
 			return nil
@@ -145,7 +146,7 @@ func TestExpiredLeaseRedeliversToOtherMember(t *testing.T) {
 	}
 	first.errCode(ackFrame(ev), CodeUnknownID) // stale: its lease expired
 	second.ok(ackFrame(got))
-	checkFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+	testutil.CheckFor(t, 5*time.Second, func() error {
 		cur, err := bus.GetCursor(context.Background(), "lease.t", "g")
 		if err != nil || cur.LastSeq != rec.Seq {
 			return fmt.Errorf("cursor %+v %v", cur, err)

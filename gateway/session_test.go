@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/testutil"
 )
 
 // fakeTransport records frames; Send fails with queueFull once full is set.
@@ -89,7 +90,7 @@ func testSlowClient(t *testing.T) {
 	s.handleFrame(t, Frame{Op: OpAuth})
 	s.handleFrame(t, Frame{Op: OpSubscribe, Corr: "s", Topic: "slow.t", Group: "g"})
 	a := publish(t, bus, "slow.t", `"a"`)
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	testutil.CheckFor(t, 5*time.Second, func() error {
 		frames, _, _ := ft.snapshot()
 		for _, f := range frames {
 			if f.Op == OpEvent && f.Event.ID == a.ID {
@@ -102,7 +103,7 @@ func testSlowClient(t *testing.T) {
 	ft.full = true
 	ft.mu.Unlock()
 	b := publish(t, bus, "slow.t", `"b"`)
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	testutil.CheckFor(t, 5*time.Second, func() error {
 		if _, code, aborted := ft.snapshot(); code != CloseSlowClient || !aborted {
 			return fmt.Errorf("close %d aborted %v", code, aborted)
 		}
@@ -150,7 +151,7 @@ func TestSessionLeaseSweep(t *testing.T) {
 	s.handleFrame(t, Frame{Op: OpSubscribe, Topic: "sweep.t", Group: "short", Opts: json.RawMessage(`{"ackTimeoutMs":300}`)})
 	s.handleFrame(t, Frame{Op: OpSubscribe, Topic: "sweep.t", Group: "long", Opts: json.RawMessage(`{"ackTimeoutMs":60000}`)})
 	rec := publish(t, bus, "sweep.t", `1`)
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	testutil.CheckFor(t, 5*time.Second, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if len(s.leases) != 2 {
@@ -160,7 +161,7 @@ func TestSessionLeaseSweep(t *testing.T) {
 	})
 	// The short lease expires and comes back as attempt 2; the long one
 	// stays.
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+	testutil.CheckFor(t, 5*time.Second, func() error {
 		frames, _, _ := ft.snapshot()
 		for _, f := range frames {
 			if f.Op == OpEvent && f.Group == "short" && f.Ctx.Attempt == 2 {

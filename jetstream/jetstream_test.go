@@ -16,6 +16,7 @@ import (
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/natstest"
+	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/jetstream"
 )
 
@@ -39,21 +40,6 @@ func newBus(t testing.TB, cfg jetstream.Config) (*jetstream.Bus, *nats.Conn) {
 	}
 	t.Cleanup(func() { _ = b.Close() })
 	return b, nc
-}
-
-func checkFor(t testing.TB, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func pub(t testing.TB, b facade.Publisher, topic, payload, key string) *facade.EventRecord {
@@ -94,7 +80,7 @@ func TestStalledPullRecovers(t *testing.T) {
 	p.Stop() // killed: no goodbye to the client
 	p.Start()
 	start := time.Now()
-	checkFor(t, 15*time.Second, func() error {
+	testutil.CheckFor(t, 15*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		_, err := b.Publish(ctx, "stall.t", json.RawMessage(`"after"`), facade.PublishOptions{})
@@ -375,7 +361,7 @@ func TestManualAckExpiredDeliveryFreesItsSlot(t *testing.T) {
 	}
 	defer unsubA(context.Background())
 	pub(t, a, "slot.t", `0`, "")
-	checkFor(t, 5*time.Second, func() error {
+	testutil.CheckFor(t, 5*time.Second, func() error {
 		if !first.Load() {
 			return errors.New("member A has not received its first event")
 		}
@@ -410,7 +396,7 @@ func TestInactiveGroupIsDeleted(t *testing.T) {
 		t.Fatalf("group while subscribed: %v", err)
 	}
 	_ = unsub(t.Context())
-	checkFor(t, 15*time.Second, func() error {
+	testutil.CheckFor(t, 15*time.Second, func() error {
 		if _, err := b.GetCursor(t.Context(), "inact.t", "page-1"); !errors.Is(err, facade.ErrNotFound) {
 			return fmt.Errorf("group still there: %v", err)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/natstest"
+	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/jetstream"
 )
 
@@ -422,7 +423,7 @@ func testWarmStart(t *testing.T, keys int, compacted bool) {
 			}
 		}
 	})
-	checkFor(t, 20*time.Second, func() error {
+	testutil.CheckFor(t, 20*time.Second, func() error {
 		if published.Load() < 50 {
 			return errors.New("publisher not going yet")
 		}
@@ -448,7 +449,7 @@ func testWarmStart(t *testing.T, keys int, compacted bool) {
 	}
 	defer unsub(context.Background())
 	at := published.Load()
-	checkFor(t, 20*time.Second, func() error {
+	testutil.CheckFor(t, 20*time.Second, func() error {
 		if published.Load() < at+100 {
 			return errors.New("publisher did not go on after the subscription started")
 		}
@@ -460,7 +461,7 @@ func testWarmStart(t *testing.T, keys int, compacted bool) {
 		t.Fatal(err)
 	}
 	// Every key reaches its final version.
-	checkFor(t, 20*time.Second, func() error {
+	testutil.CheckFor(t, 20*time.Second, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		final := map[string]int{}

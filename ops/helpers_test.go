@@ -194,21 +194,6 @@ func seqRange(from, to uint64) []uint64 {
 	return out
 }
 
-func checkFor(t testing.TB, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // logRecorder is a slog.Handler that keeps every record's message and
 // attributes.
 type logRecorder struct {

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/jetstream"
 	"github.com/eventhub/eventhub/ops"
 )
@@ -190,20 +191,20 @@ func TestReplayDisconnect(t *testing.T) {
 	cancel()
 	resp.Body.Close()
 	var rec logRecord
-	checkFor(t, 10*time.Second, func() error {
+	testutil.CheckFor(t, 10*time.Second, func() error {
 		rec, err = f.logs.find("replay ended by the client")
 		return err
 	})
 	if events, _ := strconv.Atoi(rec.attrs["events"]); events <= 0 || events >= n {
 		t.Fatalf("the replay wrote %d events before the client left; want some, not all %d", events, n)
 	}
-	checkFor(t, 10*time.Second, func() error { return goleak.Find(before) })
+	testutil.CheckFor(t, 10*time.Second, func() error { return goleak.Find(before) })
 
 	ti, err := f.bus.LookupTopic(t.Context(), "big.blobs")
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 10*time.Second, func() error {
+	testutil.CheckFor(t, 10*time.Second, func() error {
 		names := ti.Stream.ConsumerNames(t.Context())
 		var left []string
 		for name := range names.Name() {

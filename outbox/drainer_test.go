@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/jetstream"
 	"github.com/eventhub/eventhub/outbox"
 )
@@ -344,7 +345,7 @@ func TestPoisonRecords(t *testing.T) {
 		runDrainer(t, d)
 
 		waitSent(t, s, 20*time.Second, 6)
-		checkFor(t, 20*time.Second, 10*time.Millisecond, func() error {
+		testutil.CheckFor(t, 20*time.Second, func() error {
 			if n := countStatus(t, s, outbox.StatusError); n != 3 {
 				return fmt.Errorf("%d parked, want 3", n)
 			}
@@ -540,7 +541,7 @@ func TestShutdownAndClose(t *testing.T) {
 				shut <- d.Shutdown(sctx)
 			}()
 			// Run reports ErrClosed (not ErrRunning) once Shutdown began.
-			checkFor(t, 10*time.Second, time.Millisecond, func() error {
+			testutil.CheckFor(t, 10*time.Second, func() error {
 				if err := d.Run(ctx); !errors.Is(err, outbox.ErrClosed) {
 					return fmt.Errorf("Run = %v", err)
 				}
@@ -683,7 +684,7 @@ func TestRetentionDeletesSent(t *testing.T) {
 		cfg.CleanupInterval = 10 * time.Millisecond
 		d := newDrainer(t, s, bus, cfg)
 		runDrainer(t, d)
-		checkFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+		testutil.CheckFor(t, 20*time.Second, func() error {
 			if st := d.Stats(); st.Sent != 30 || st.Deleted != 30 {
 				return fmt.Errorf("stats %+v", st)
 			}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/pgtest"
+	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/jetstream"
 	"github.com/eventhub/eventhub/outbox"
 )
@@ -180,29 +181,10 @@ func newDrainer(t testing.TB, s *outbox.Store, p facade.Publisher, cfg outbox.Co
 	return d
 }
 
-// checkFor polls f every interval until it returns nil, failing the test
-// with f's last error after timeout.
-func checkFor(t testing.TB, timeout, interval time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", timeout, err)
-		}
-		<-tick.C
-	}
-}
-
 // waitSent waits until every id is marked sent.
 func waitSent(t testing.TB, s *outbox.Store, timeout time.Duration, want int) {
 	t.Helper()
-	checkFor(t, timeout, 20*time.Millisecond, func() error {
+	testutil.CheckFor(t, timeout, func() error {
 		if n := countStatus(t, s, outbox.StatusSent); n != want {
 			return fmt.Errorf("%d records sent, want %d", n, want)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/jetstream"
 	"github.com/eventhub/eventhub/outbox"
 )
@@ -91,7 +92,7 @@ func TestNATSOutage(t *testing.T) {
 		// Keep NATS down until the drainer has found it unavailable for
 		// every waiting record more often than MaxAttempts allows.
 		deferredBefore := d.Stats().Deferred
-		checkFor(t, 60*time.Second, 20*time.Millisecond, func() error {
+		testutil.CheckFor(t, 60*time.Second, func() error {
 			if got := d.Stats().Deferred - deferredBefore; got < uint64(len(during)*(cfg.MaxAttempts+3)) {
 				return fmt.Errorf("%d records deferred", got)
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/outbox"
 )
 
@@ -348,7 +349,7 @@ func TestStoreLifecycle(t *testing.T) {
 		}
 
 		// Expired leases are requeued; with attempts exhausted, parked.
-		checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		testutil.CheckFor(t, 5*time.Second, func() error {
 			if !time.Now().After(b2[0].LeaseUntil.Add(5 * time.Millisecond)) {
 				return errors.New("lease not expired yet")
 			}
@@ -369,7 +370,7 @@ func TestStoreLifecycle(t *testing.T) {
 			t.Fatalf("claim after retry: %d, %v", len(b3), err)
 		}
 		var requeuedAll int64
-		checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		testutil.CheckFor(t, 5*time.Second, func() error {
 			requeued, parked, err := s.RequeueExpired(ctx, 0)
 			if err != nil {
 				return err

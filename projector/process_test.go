@@ -14,6 +14,7 @@ import (
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/natstest"
+	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/jetstream"
 	"github.com/eventhub/eventhub/projector"
 )
@@ -38,21 +39,6 @@ func newBus(t testing.TB, srv *server.Server) *jetstream.Bus {
 	}
 	t.Cleanup(func() { _ = b.Close() })
 	return b
-}
-
-func checkFor(t testing.TB, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v: %v", timeout, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func heartbeat(t testing.TB, b facade.Publisher, name string, pid int, cpu float64) *facade.EventRecord {
@@ -98,7 +84,7 @@ func stateEvent(t testing.TB, b facade.KeyReader, name string, pid int) (*projec
 func waitStatus(t testing.TB, b facade.KeyReader, name string, pid int, want projector.Status) *projector.ProcessState {
 	t.Helper()
 	var st *projector.ProcessState
-	checkFor(t, 15*time.Second, func() error {
+	testutil.CheckFor(t, 15*time.Second, func() error {
 		st, _ = stateOf(t, b, name, pid)
 		if st == nil || st.Status != want {
 			return fmt.Errorf("%s: %+v, want %s", name, st, want)
@@ -126,7 +112,7 @@ func statesPublished(t testing.TB, b *jetstream.Bus) uint64 {
 func waitChecks(t testing.TB, p *projector.Projector, n uint64) {
 	t.Helper()
 	from := p.Stats().Checks
-	checkFor(t, 15*time.Second, func() error {
+	testutil.CheckFor(t, 15*time.Second, func() error {
 		if c := p.Stats().Checks; c < from+n {
 			return fmt.Errorf("%d checks", c-from)
 		}
@@ -183,7 +169,7 @@ func TestStaleAndAliveAgain(t *testing.T) {
 	if _, err := b.Publish(t.Context(), projector.DefaultHeartbeats, json.RawMessage(`{"nope":1}`), facade.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 10*time.Second, func() error {
+	testutil.CheckFor(t, 10*time.Second, func() error {
 		if s := p.Stats(); s.Heartbeats != 4 || s.Invalid != 1 {
 			return fmt.Errorf("stats %+v", s)
 		}
@@ -216,7 +202,7 @@ func TestMinInterval(t *testing.T) {
 		last = float64(i)
 		heartbeat(t, b, "tts", 7, last)
 	}
-	checkFor(t, 10*time.Second, func() error {
+	testutil.CheckFor(t, 10*time.Second, func() error {
 		if st, _ := stateOf(t, b, "tts", 7); st == nil || st.CPUPct != last {
 			return fmt.Errorf("state %+v, want cpu %v", st, last)
 		}
@@ -279,7 +265,7 @@ func TestProjectorSurvivesRestart(t *testing.T) {
 	waitStatus(t, b, "a", 1, projector.StatusAlive)
 	waitStatus(t, b, "b", 2, projector.StatusAlive)
 	// c stays alive while it heartbeats; a goes stale.
-	checkFor(t, 15*time.Second, func() error {
+	testutil.CheckFor(t, 15*time.Second, func() error {
 		heartbeat(t, b, "c", 3, 3)
 		if st, _ := stateOf(t, b, "a", 1); st == nil || st.Status != projector.StatusStale {
 			return errors.New("a not stale yet")

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/testutil"
 )
 
 type jsError struct {
@@ -32,7 +32,7 @@ type jsEvent struct {
 // seq acknowledged).
 func (st *stack) cursorAt(t testing.TB, topic, group string, seq uint64) {
 	t.Helper()
-	checkFor(t, waitTimeout, 20*time.Millisecond, func() error {
+	testutil.CheckFor(t, waitTimeout, func() error {
 		ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
 		defer cancel()
 		c, err := st.bus.GetCursor(ctx, topic, group)

@@ -70,22 +70,6 @@ func checkNoLeaks(grace time.Duration) error {
 	}
 }
 
-// checkFor polls cond until it returns nil or timeout passes.
-func checkFor(t testing.TB, timeout, interval time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", timeout, err)
-		}
-		time.Sleep(interval)
-	}
-}
-
 // waitTimeout bounds every wait for the browser or the bus: generous, for a
 // busy 2-core machine running the tests with -race.
 const waitTimeout = 45 * time.Second

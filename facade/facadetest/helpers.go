@@ -134,22 +134,6 @@ func num(t testing.TB, e *facade.EventRecord) int {
 	return v.N
 }
 
-// checkFor polls cond until it returns nil or the timeout passes.
-func checkFor(t testing.TB, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // nums returns the sorted n of each delivery's {"n":…} payload.
 func nums(t testing.TB, rs []received) []int {
 	t.Helper()

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/testutil"
 )
 
 // Run runs every conformance case against env.
@@ -78,7 +79,7 @@ func testEarliest(t *testing.T, env Env) {
 		}
 	}
 	if !env.Features.NoCursors {
-		checkFor(t, waitTimeout, func() error {
+		testutil.CheckFor(t, waitTimeout, func() error {
 			cur, err := b.GetCursor(t.Context(), topic, group)
 			if err != nil {
 				return err
@@ -208,7 +209,7 @@ func testGroupShares(t *testing.T, env Env) {
 	subscribe(t, b1, topic, group, h(0), facade.SubscribeOptions{From: facade.FromEarliest, BatchSize: 10})
 	subscribe(t, b2, topic, group, h(1), facade.SubscribeOptions{From: facade.FromEarliest, BatchSize: 10})
 	publishN(t, b1, topic, n)
-	checkFor(t, waitTimeout, func() error {
+	testutil.CheckFor(t, waitTimeout, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(seen) != n {
@@ -319,7 +320,7 @@ func testDeadLetter(t *testing.T, env Env) {
 		t.Fatalf("dead letter %+v", d)
 	}
 	if !env.Features.NoCursors {
-		checkFor(t, waitTimeout, func() error {
+		testutil.CheckFor(t, waitTimeout, func() error {
 			cur, err := b.GetCursor(t.Context(), topic, group)
 			if err != nil {
 				return err
@@ -345,7 +346,7 @@ func testOutOfOrderAcks(t *testing.T, env Env) {
 		}
 	}
 	if !env.Features.NoCursors {
-		checkFor(t, waitTimeout, func() error {
+		testutil.CheckFor(t, waitTimeout, func() error {
 			cur, err := b.GetCursor(t.Context(), topic, group)
 			if err != nil {
 				return err
@@ -387,7 +388,7 @@ func testSetCursor(t *testing.T, env Env) {
 		sent = append(sent, publish(t, b, topic, fmt.Sprintf(`{"n":%d}`, i), facade.PublishOptions{}))
 	}
 	c.take(t, 10)
-	checkFor(t, waitTimeout, func() error {
+	testutil.CheckFor(t, waitTimeout, func() error {
 		cur, err := b.GetCursor(t.Context(), topic, group)
 		if err != nil {
 			return err
@@ -423,7 +424,7 @@ func testSetCursor(t *testing.T, env Env) {
 		c.quiet(t, 100*time.Millisecond)
 		// Let the acks land before the next move: acks still in flight
 		// when a cursor moves may count (see Cursors.SetCursor).
-		checkFor(t, waitTimeout, func() error {
+		testutil.CheckFor(t, waitTimeout, func() error {
 			cur, err := b.GetCursor(t.Context(), topic, group)
 			if err != nil {
 				return err
@@ -487,7 +488,7 @@ func testMaxInFlight(t *testing.T, env Env) {
 	}
 	subscribe(t, b, topic, group, h, facade.SubscribeOptions{MaxInFlight: limit})
 	publishN(t, b, topic, n)
-	checkFor(t, waitTimeout, func() error {
+	testutil.CheckFor(t, waitTimeout, func() error {
 		if running.Load() != limit {
 			return fmt.Errorf("%d handlers running, want %d", running.Load(), limit)
 		}
@@ -495,7 +496,7 @@ func testMaxInFlight(t *testing.T, env Env) {
 	})
 	time.Sleep(200 * time.Millisecond) // give a 4th handler the chance to start wrongly
 	close(release)
-	checkFor(t, waitTimeout, func() error {
+	testutil.CheckFor(t, waitTimeout, func() error {
 		if done.Load() != n {
 			return fmt.Errorf("%d of %d handled", done.Load(), n)
 		}
@@ -721,7 +722,7 @@ func testRestart(t *testing.T, env Env) {
 	subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{From: facade.FromEarliest})
 	sent := publishN(t, b, topic, 5)
 	c.take(t, 5)
-	checkFor(t, waitTimeout, func() error {
+	testutil.CheckFor(t, waitTimeout, func() error {
 		cur, err := b.GetCursor(t.Context(), topic, group)
 		if err != nil {
 			return err

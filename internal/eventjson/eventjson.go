@@ -214,4 +214,3 @@ func AppendCompact(dst, src []byte) []byte {
 	}
 	return append(dst, src[start:]...)
 }
-
