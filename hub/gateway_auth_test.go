@@ -138,6 +138,20 @@ func TestHTTPPublishAuth(t *testing.T) {
 	if code, _ := get(t, "http://"+h.Addr("http")+"/ops/topics", tok); code != http.StatusOK {
 		t.Fatalf("/ops/topics with a token: %d", code)
 	}
+	// Reading a topic needs the right to subscribe to it.
+	reader := mint(t, time.Minute, "subscribe:heartbeat.*")
+	if code, _ := get(t, "http://"+h.Addr("http")+"/ops/replay?topic=heartbeat.received", reader); code != http.StatusOK {
+		t.Fatalf("replay of an allowed topic: %d", code)
+	}
+	for _, path := range []string{"/ops/replay?topic=process.state", "/ops/latest-by-key?topic=process.state&key=k", "/ops/replay?topic=heartbeat.received"} {
+		tk := reader
+		if strings.HasSuffix(path, "heartbeat.received") {
+			tk = tok // publish-only token
+		}
+		if code, _ := get(t, "http://"+h.Addr("http")+path, tk); code != http.StatusForbidden {
+			t.Fatalf("%s without subscribe rights: %d, want 403", path, code)
+		}
+	}
 }
 
 func TestDemoFillsProcessState(t *testing.T) {

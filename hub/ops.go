@@ -2,11 +2,13 @@ package hub
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/eventhub/eventhub/acl"
 	"github.com/eventhub/eventhub/ops"
 )
 
@@ -24,9 +26,18 @@ func (h *Hub) opsHandler() (http.Handler, error) {
 				h.Metrics.AuthFailure("ops", "no_token")
 				return errors.New("a bearer token is required")
 			}
-			if _, err := h.Auth.Authenticate(r.Context(), tok); err != nil {
+			id, err := h.Auth.Authenticate(r.Context(), tok)
+			if err != nil {
 				h.Metrics.AuthFailure("ops", "bad_token")
 				return err
+			}
+			// A request about one topic (replay, lag, cursors, latest by
+			// key) needs the right to subscribe to it, and to the group
+			// when one is named; listings (/topics) need a valid token.
+			q := r.URL.Query()
+			if topic := q.Get("topic"); topic != "" && !id.Allow(string(acl.ActionSubscribe), topic, q.Get("group")) {
+				h.Metrics.AuthFailure("ops", "forbidden")
+				return fmt.Errorf("%w: no subscribe permission on %s", ops.ErrForbidden, topic)
 			}
 			return nil
 		}
