@@ -2,50 +2,19 @@ package client
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/gateway"
+	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/jetstream"
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := checkNoLeaks(5 * time.Second); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-func checkNoLeaks(grace time.Duration) error {
-	deadline := time.Now().Add(grace)
-	for {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		var leaked []string
-		for g := range strings.SplitSeq(string(buf), "\n\n") {
-			if (strings.Contains(g, "eventhub/client.") || strings.Contains(g, "eventhub/gateway.")) &&
-				!strings.Contains(g, "TestMain") && !strings.Contains(g, "checkNoLeaks") {
-				leaked = append(leaked, g)
-			}
-		}
-		if len(leaked) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("leaked goroutines:\n%s", strings.Join(leaked, "\n\n"))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	os.Exit(testutil.RunCheckingLeaks(m, 5*time.Second, "eventhub/client.", "eventhub/gateway."))
 }
 
 func newBus(t testing.TB) *jetstream.Bus {

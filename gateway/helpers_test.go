@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,41 +16,12 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/jetstream"
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := checkNoLeaks(5 * time.Second); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// checkNoLeaks fails if goroutines of this package are still running once
-// the tests are done (after a grace period for ones that are finishing).
-func checkNoLeaks(grace time.Duration) error {
-	deadline := time.Now().Add(grace)
-	for {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		var leaked []string
-		for g := range strings.SplitSeq(string(buf), "\n\n") {
-			if strings.Contains(g, "eventhub/gateway.") && !strings.Contains(g, "TestMain") && !strings.Contains(g, "checkNoLeaks") {
-				leaked = append(leaked, g)
-			}
-		}
-		if len(leaked) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("leaked goroutines:\n%s", strings.Join(leaked, "\n\n"))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	os.Exit(testutil.RunCheckingLeaks(m, 5*time.Second, "eventhub/gateway."))
 }
 
 // newBus starts an embedded NATS server with JetStream for one test.

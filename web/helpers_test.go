@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,50 +23,14 @@ import (
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/gateway"
+	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/jetstream"
 	"github.com/eventhub/eventhub/ops"
 	"github.com/eventhub/eventhub/web"
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := checkNoLeaks(10 * time.Second); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// checkNoLeaks fails if goroutines of the gateway, the bus, the ops
-// handlers or chromedp are still running once the tests are done (after a
-// grace period for ones that are finishing).
-func checkNoLeaks(grace time.Duration) error {
-	deadline := time.Now().Add(grace)
-	for {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		var leaked []string
-		for g := range strings.SplitSeq(string(buf), "\n\n") {
-			if strings.Contains(g, "TestMain") || strings.Contains(g, "checkNoLeaks") {
-				continue
-			}
-			for _, pkg := range []string{"eventhub/gateway.", "eventhub/jetstream.", "eventhub/ops.", "eventhub/web", "chromedp/chromedp."} {
-				if strings.Contains(g, pkg) {
-					leaked = append(leaked, g)
-					break
-				}
-			}
-		}
-		if len(leaked) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("leaked goroutines:\n%s", strings.Join(leaked, "\n\n"))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	os.Exit(testutil.RunCheckingLeaks(m, 10*time.Second, "eventhub/gateway.", "eventhub/jetstream.", "eventhub/ops.", "eventhub/web", "chromedp/chromedp."))
 }
 
 // waitTimeout bounds every wait for the browser or the bus: generous, for a

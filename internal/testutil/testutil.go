@@ -2,6 +2,10 @@
 package testutil
 
 import (
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -22,4 +26,45 @@ func CheckFor(t testing.TB, timeout time.Duration, cond func() error) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// RunCheckingLeaks runs the tests of m and then fails the run if goroutines
+// whose stacks mention any of markers (such as "eventhub/gateway.") are
+// still running after grace. Use it as os.Exit(RunCheckingLeaks(m, …)) in
+// TestMain.
+func RunCheckingLeaks(m *testing.M, grace time.Duration, markers ...string) int {
+	code := m.Run()
+	if code != 0 {
+		return code
+	}
+	deadline := time.Now().Add(grace)
+	for {
+		leaked := leakedGoroutines(markers)
+		if len(leaked) == 0 {
+			return code
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", strings.Join(leaked, "\n\n"))
+			return 1
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func leakedGoroutines(markers []string) []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var leaked []string
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if strings.Contains(g, "testutil.RunCheckingLeaks") || strings.Contains(g, "testutil.leakedGoroutines") {
+			continue
+		}
+		for _, m := range markers {
+			if strings.Contains(g, m) {
+				leaked = append(leaked, g)
+				break
+			}
+		}
+	}
+	return leaked
 }
