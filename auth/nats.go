@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,9 +25,13 @@ import (
 //   - publish rights on a topic cover its keyed subjects (<topic>._k.*) too,
 //     and JetStream-acknowledged publishes work (acks arrive on _INBOX.>);
 //   - subscribe rights give live (core NATS) subscriptions on the topics;
-//   - the JetStream API ($JS.API.>) is not granted: durable consumption of
-//     topics goes through the hub (WebSocket or the Go client), where groups
-//     are checked too;
+//   - the JetStream API and other system subjects ($JS.>, $KV.>, $SYS.>…)
+//     are denied even to wildcard policies: durable consumption of topics
+//     goes through the hub (WebSocket or the Go client), where groups are
+//     checked too;
+//   - the hub's own inboxes use a private random prefix that is denied to
+//     everyone else; native clients share _INBOX.> for their replies, so
+//     they can see each other's JetStream publish acks (not events);
 //   - a policy NATS cannot express (a "**" that is not last, a deny that
 //     shadows a later allow) is refused rather than approximated;
 //   - the connection is closed when the token expires.
@@ -38,6 +43,7 @@ type NATS struct {
 	auth      *Authenticator
 	hubToken  string
 	hubDigest [32]byte
+	hubInbox  string
 	log       *slog.Logger
 	onFail    func(code string)
 }
@@ -53,11 +59,26 @@ func NewNATS(a *Authenticator, log *slog.Logger, onFail func(code string)) *NATS
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &NATS{auth: a, hubToken: tok, hubDigest: sha256.Sum256([]byte(tok)), log: log, onFail: onFail}
+	return &NATS{
+		auth: a, hubToken: tok, hubDigest: sha256.Sum256([]byte(tok)),
+		// The hub's replies and pulled messages arrive on inboxes no native
+		// client can subscribe to (the shared _INBOX.> would expose them).
+		hubInbox: "_EHUB_" + tok[:16],
+		log:      log, onFail: onFail,
+	}
 }
 
 // HubToken is the secret the hub's own connection authenticates with.
 func (n *NATS) HubToken() string { return n.hubToken }
+
+// HubInboxPrefix is the inbox prefix the hub's own connection must use
+// (nats.CustomInboxPrefix): native clients are denied it.
+func (n *NATS) HubInboxPrefix() string { return n.hubInbox }
+
+// systemSubjects are never granted to native clients, whatever their policy
+// says: the JetStream and KV APIs (consumer creation, acks, deletes), the
+// system account, and other clients' inboxes.
+var systemSubjects = []string{"$JS.>", "$JSC.>", "$KV.>", "$O.>", "$SYS.>", "$NRG.>", "$G.>"}
 
 // Check implements server.Authentication.
 func (n *NATS) Check(c server.ClientAuthentication) bool {
@@ -87,11 +108,18 @@ func (n *NATS) Check(c server.ClientAuthentication) bool {
 		n.refuse(c, "policy_not_expressible")
 		return false
 	}
+	hubInbox := n.hubInbox + ".>"
 	c.RegisterUser(&server.User{
 		Username: id.Subject,
 		Permissions: &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: withKeyed(pub)},
-			Subscribe: &server.SubjectPermission{Allow: append(withKeyed(sub), "_INBOX.>")},
+			Publish: &server.SubjectPermission{
+				Allow: withKeyed(pub),
+				Deny:  append(slices.Clone(systemSubjects), "_INBOX.>", hubInbox),
+			},
+			Subscribe: &server.SubjectPermission{
+				Allow: append(withKeyed(sub), "_INBOX.>"),
+				Deny:  append(slices.Clone(systemSubjects), hubInbox),
+			},
 		},
 		ConnectionDeadline: id.Expires,
 	})

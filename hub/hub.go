@@ -198,7 +198,7 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 		if au.Configured() {
 			na := auth.NewNATS(au, log.With("component", "nats-auth"), nil)
 			oc.Server.Options = &server.Options{CustomClientAuthentication: na}
-			oc.NATSOptions = []nats.Option{nats.Token(na.HubToken())}
+			oc.NATSOptions = []nats.Option{nats.Token(na.HubToken()), nats.CustomInboxPrefix(na.HubInboxPrefix())}
 		}
 	}
 	bus, err := jetstream.Open(ctx, oc)

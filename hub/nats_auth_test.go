@@ -12,6 +12,7 @@ import (
 
 	"github.com/eventhub/eventhub/acl"
 	"github.com/eventhub/eventhub/auth"
+	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/hub"
 )
 
@@ -104,6 +105,58 @@ func TestNativeNATSClientsNeedTokens(t *testing.T) {
 	if n := s.CachedInfo().State.Msgs; n != 1 {
 		t.Fatalf("process.state holds %d messages, want only the hub's 1", n)
 	}
+}
+
+// TestNativeWildcardPolicyCannotReachSystemSubjects: a token allowed
+// everything ("**" is NATS ">") still cannot use the JetStream API or read
+// the hub's own traffic.
+func TestNativeWildcardPolicyCannotReachSystemSubjects(t *testing.T) {
+	h := startHub(t, hub.Config{Auth: auth.Config{JWT: acl.VerifierConfig{Secret: secret}}})
+	errs := make(chan error, 100)
+	nc, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mint(t, time.Minute, "publish:**", "subscribe:**")),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	all, err := nc.SubscribeSync(">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Flush()
+	// The hub works: it publishes, creates a group, pulls and acks.
+	got := make(chan struct{}, 1)
+	unsub, err := h.Bus.Subscribe(t.Context(), "sys.t", "g", func(context.Context, *facade.EventRecord, facade.DeliveryContext) error {
+		got <- struct{}{}
+		return nil
+	}, facade.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unsub(context.Background())
+	if _, err := h.Bus.Publish(t.Context(), "sys.t", []byte(`1`), facade.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	<-got
+	// The wildcard subscriber saw the topic's message and nothing of the hub's.
+	for {
+		m, err := all.NextMsg(300 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		if m.Subject != "sys.t" {
+			t.Fatalf("a native client read %s", m.Subject)
+		}
+	}
+	js, _ := njs.New(nc)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	if _, err := js.AccountInfo(ctx); err == nil {
+		t.Fatal("a wildcard policy reached the JetStream API")
+	}
+	nc.Publish("$JS.API.STREAM.NAMES", nil)
+	nc.Flush()
+	waitErr(t, errs, "Publish to")
 }
 
 func TestNativeNATSConnectionEndsWithToken(t *testing.T) {
