@@ -45,8 +45,10 @@ type DeliveryContext struct {
 	// Pending is how many events of the group were not yet delivered when this
 	// one was, as far as the server knew.
 	Pending uint64 `json:"pending"`
-	// Cursor is the group's cursor as this subscription last knew it: every
-	// event up to it is acknowledged. It lags behind acks of other members.
+	// Cursor is the group's cursor as this subscription knows it: every
+	// event it received up to the cursor was acknowledged (or handed back
+	// to the group). It lags behind acks of other members; GetCursor is
+	// the group's own.
 	Cursor CursorPosition `json:"cursor"`
 }
 

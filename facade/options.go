@@ -58,7 +58,9 @@ type SubscribeOptions struct {
 	// gateway's subscriptions). A group's window only ever grows.
 	GroupMaxInFlight int `json:"groupMaxInFlight,omitempty"`
 	// AckTimeoutMs is how long a delivery may stay unacknowledged before it is
-	// redelivered (default 30 000).
+	// redelivered (default 30 000). The group's own timeout is the largest
+	// any member asked for; a ManualAck member with a shorter one hands its
+	// expired deliveries back itself.
 	AckTimeoutMs int64 `json:"ackTimeoutMs,omitempty"`
 	// MaxAttempts is how many deliveries an event gets before it goes to the
 	// dead-letter topic (default 5).

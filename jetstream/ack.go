@@ -20,7 +20,9 @@ func (b *Bus) Ack(ctx context.Context, topic, group, id string) (facade.Ack, err
 	if err != nil {
 		return facade.Ack{ID: id, Err: err.Error()}, err
 	}
-	s.ack(d)
+	if err := s.ack(d); err != nil {
+		return facade.Ack{ID: id, Err: err.Error()}, err
+	}
 	return facade.Ack{ID: id, OK: true}, nil
 }
 

@@ -27,14 +27,15 @@ func (b *Bus) ensureGroup(ctx context.Context, ti *topicInfo, group string, o fa
 	name := consumerNameFor(group, ti.topic, ti.shared)
 	cons, err := ti.stream.Consumer(ctx, name)
 	if err == nil {
-		// AckWait follows the newest subscriber; MaxAckPending only grows, so
-		// that a member with a small window never throttles the others (each
-		// member bounds its own deliveries).
+		// AckWait and MaxAckPending only grow: lowering AckWait would apply
+		// to events other members hold and redeliver them under their
+		// leases. A ManualAck member with a shorter ack timeout hands its
+		// own expired deliveries back (subscription.sweep).
 		cfg := cons.CachedInfo().Config
-		if cfg.AckWait == o.AckTimeout() && (cfg.MaxAckPending < 0 || cfg.MaxAckPending >= groupMaxAckPending(o)) {
+		if cfg.AckWait >= o.AckTimeout() && (cfg.MaxAckPending < 0 || cfg.MaxAckPending >= groupMaxAckPending(o)) {
 			return cons, nil
 		}
-		cfg.AckWait = o.AckTimeout()
+		cfg.AckWait = max(cfg.AckWait, o.AckTimeout())
 		if cfg.MaxAckPending >= 0 {
 			cfg.MaxAckPending = max(cfg.MaxAckPending, groupMaxAckPending(o))
 		}
@@ -88,6 +89,7 @@ func (b *Bus) tailSeq(ctx context.Context, ti *topicInfo) (uint64, error) {
 }
 
 func (b *Bus) createGroup(ctx context.Context, ti *topicInfo, name, group string, o facade.SubscribeOptions, next uint64) (jetstream.Consumer, error) {
+	creator := facade.NewID()
 	cfg := jetstream.ConsumerConfig{
 		Durable:       name,
 		Description:   "eventhub group " + group + " of " + ti.topic,
@@ -98,7 +100,10 @@ func (b *Bus) createGroup(ctx context.Context, ti *topicInfo, name, group string
 		// the dead-letter topic before the group lets go of it.
 		MaxDeliver:    -1,
 		MaxAckPending: groupMaxAckPending(o),
-		Metadata:      map[string]string{"eventhub_group": group, "eventhub_topic": ti.topic},
+		// A creator id makes every creator's config unique: JetStream treats a
+		// create with an identical config as success, so without it a member
+		// that lost the race would think it made the group and move it.
+		Metadata: map[string]string{"eventhub_group": group, "eventhub_topic": ti.topic, "eventhub_creator": creator},
 	}
 	if len(ti.filters) == 1 {
 		cfg.FilterSubject = ti.filters[0]
@@ -111,12 +116,17 @@ func (b *Bus) createGroup(ctx context.Context, ti *topicInfo, name, group string
 		cfg.PauseUntil = &until
 	}
 	cons, err := ti.stream.CreateConsumer(ctx, cfg)
+	created := err == nil && cons.CachedInfo().Config.Metadata["eventhub_creator"] == creator
 	if errors.Is(err, jetstream.ErrConsumerExists) {
-		// Another member created it first; its position stands.
+		// Another member created it first; its position stands (resetting
+		// it again would skip or replay what that member already pulled).
 		cons, err = ti.stream.Consumer(ctx, name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("create group %s of %s: %w", group, ti.topic, translate(err))
+	}
+	if !created {
+		return cons, nil
 	}
 	if next > 1 {
 		if _, err := ti.stream.ResetConsumerToSequence(ctx, name, next); err != nil {

@@ -165,7 +165,16 @@ func (f *floorTracker) push(e *facade.EventRecord) {
 func (f *floorTracker) ack(seq uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	i, ok := slices.BinarySearchFunc(f.queue, seq, func(e floorEntry, s uint64) int {
+	i, ok := f.find(seq)
+	if !ok {
+		return
+	}
+	f.queue[i].acked = true
+	f.advance()
+}
+
+func (f *floorTracker) find(seq uint64) (int, bool) {
+	return slices.BinarySearchFunc(f.queue, seq, func(e floorEntry, s uint64) int {
 		switch {
 		case e.seq < s:
 			return -1
@@ -174,10 +183,10 @@ func (f *floorTracker) ack(seq uint64) {
 		}
 		return 0
 	})
-	if !ok {
-		return
-	}
-	f.queue[i].acked = true
+}
+
+// advance moves the floor over the acknowledged prefix of the queue.
+func (f *floorTracker) advance() {
 	n := 0
 	for n < len(f.queue) && f.queue[n].acked {
 		n++
@@ -188,6 +197,19 @@ func (f *floorTracker) ack(seq uint64) {
 	last := f.queue[n-1]
 	f.base.LastSeq, f.base.LastID, f.base.LastTS = last.seq, last.id, last.ts
 	f.queue = append(f.queue[:0], f.queue[n:]...)
+}
+
+// drop forgets seq: the event left this member without an ack (handed
+// back, possibly to another member), so the floor no longer waits for it.
+func (f *floorTracker) drop(seq uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i, ok := f.find(seq)
+	if !ok {
+		return
+	}
+	f.queue = append(f.queue[:i], f.queue[i+1:]...)
+	f.advance()
 }
 
 func (f *floorTracker) cursor() facade.CursorPosition {

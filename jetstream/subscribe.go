@@ -157,7 +157,12 @@ func (s *subscription) sweep() {
 			}
 			s.mu.Unlock()
 			for _, d := range expired {
-				s.take(d)
+				if s.take(d) {
+					// Hand it back now: the group's AckWait may be longer
+					// than this member's ack timeout.
+					_ = d.msg.Nak()
+					s.floor.drop(d.rec.Seq)
+				}
 			}
 		}
 	}
@@ -246,7 +251,16 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 		_ = msg.Nak()
 		return
 	}
-	s.obs.Waited(time.Since(t0))
+	waited := time.Since(t0)
+	s.obs.Waited(waited)
+	if waited > s.opts.AckTimeout()/10 {
+		// Its ack clock ran while it waited for a slot: start it again, so
+		// the handler gets the whole ack timeout.
+		_ = msg.InProgress()
+		s.mu.Lock()
+		d.deadline = time.Now().Add(s.opts.AckTimeout())
+		s.mu.Unlock()
+	}
 	dc := facade.DeliveryContext{
 		Group:       s.group,
 		Attempt:     d.attempt,
@@ -335,7 +349,7 @@ func (s *subscription) handle(d *delivery, dc facade.DeliveryContext) {
 		return // superseded by a redelivery, which owns the event now
 	}
 	if err == nil {
-		s.ack(d)
+		_ = s.ack(d) // a lost ack means a redelivery: at least once
 		return
 	}
 	s.fail(d, err.Error())
@@ -352,13 +366,14 @@ func (s *subscription) call(e *facade.EventRecord, dc facade.DeliveryContext) (e
 	return s.handler(s.ctx, e, dc)
 }
 
-func (s *subscription) ack(d *delivery) {
+func (s *subscription) ack(d *delivery) error {
 	if err := d.msg.Ack(); err != nil {
 		s.b.log.Warn("ack", "topic", s.ti.topic, "group", s.group, "id", d.rec.ID, "err", err)
-		return
+		return fmt.Errorf("ack %s: %w", d.rec.ID, translate(err))
 	}
 	s.obs.Acked(time.Since(time.UnixMilli(d.rec.TS)))
 	s.floor.ack(d.rec.Seq)
+	return nil
 }
 
 // fail hands d back for another attempt, or dead-letters it after the last.
@@ -373,6 +388,8 @@ func (s *subscription) fail(d *delivery, reason string) {
 	if err := d.msg.NakWithDelay(delay); err != nil {
 		s.b.log.Warn("nack", "topic", s.ti.topic, "group", s.group, "id", d.rec.ID, "err", err)
 	}
+	// The redelivery may go to another member: stop waiting for it here.
+	s.floor.drop(d.rec.Seq)
 }
 
 // stop ends the subscription: no new deliveries, running handlers finish,
