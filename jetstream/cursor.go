@@ -104,29 +104,6 @@ func (b *Bus) SetCursor(ctx context.Context, topic, group string, c facade.Curso
 	return nil
 }
 
-// existingTopic is topic without creating a stream: ErrNotFound when no
-// stream captures it.
-func (b *Bus) existingTopic(ctx context.Context, topic string) (*topicInfo, error) {
-	b.topicsMu.Lock()
-	ti := b.topics[topic]
-	b.topicsMu.Unlock()
-	if ti != nil {
-		return ti, nil
-	}
-	if err := facade.ValidateTopic(topic); err != nil {
-		return nil, err
-	}
-	name, err := b.js.StreamNameBySubject(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("topic %s: %w", topic, translate(err))
-	}
-	ti, err = b.streamTopic(ctx, topic, name)
-	if err != nil {
-		return nil, err
-	}
-	return b.cacheTopic(ti), nil
-}
-
 // floorTracker follows one member's view of its group's ack floor: the
 // events it received, in stream order, and which are acknowledged.
 type floorTracker struct {

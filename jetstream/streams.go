@@ -32,6 +32,16 @@ type topicInfo struct {
 // first use. An existing stream that captures the topic's subject (made by an
 // operator, or a configured family stream) is used as it is.
 func (b *Bus) topic(ctx context.Context, topic string) (*topicInfo, error) {
+	return b.resolveTopic(ctx, topic, true)
+}
+
+// existingTopic is topic without creating a stream: ErrNotFound when no
+// stream captures it.
+func (b *Bus) existingTopic(ctx context.Context, topic string) (*topicInfo, error) {
+	return b.resolveTopic(ctx, topic, false)
+}
+
+func (b *Bus) resolveTopic(ctx context.Context, topic string, create bool) (*topicInfo, error) {
 	b.topicsMu.Lock()
 	ti := b.topics[topic]
 	b.topicsMu.Unlock()
@@ -43,7 +53,7 @@ func (b *Bus) topic(ctx context.Context, topic string) (*topicInfo, error) {
 	}
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
-	ti, err := b.lookupTopic(ctx, topic)
+	ti, err := b.lookupTopic(ctx, topic, create)
 	if err != nil {
 		return nil, err
 	}
@@ -69,11 +79,15 @@ func (b *Bus) forgetTopic(topic string) {
 	b.topicsMu.Unlock()
 }
 
-func (b *Bus) lookupTopic(ctx context.Context, topic string) (*topicInfo, error) {
+// lookupTopic finds the stream that captures topic and, when create is set
+// and there is none, creates it.
+func (b *Bus) lookupTopic(ctx context.Context, topic string, create bool) (*topicInfo, error) {
 	name, err := b.js.StreamNameBySubject(ctx, topic)
 	switch {
 	case err == nil:
 		return b.streamTopic(ctx, topic, name)
+	case errors.Is(err, jetstream.ErrStreamNotFound) && !create:
+		return nil, fmt.Errorf("topic %s: %w", topic, translate(err))
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 	default:
 		return nil, fmt.Errorf("%w: find stream of %s: %w", facade.ErrUnavailable, topic, err)
