@@ -129,16 +129,11 @@ func Start(ctx context.Context, bus Bus, cfg Config) (*Compactor, error) {
 	}
 	cfg = cfg.withDefaults()
 	c := &Compactor{cfg: cfg, log: cfg.Logger.With("component", "compactor", "source", cfg.Source, "snapshot", cfg.Snapshot)}
-	if cr, ok := bus.(facade.CompactionReporter); ok {
-		compacted, err := cr.TopicCompacted(ctx, cfg.Snapshot)
-		if err != nil {
-			return nil, fmt.Errorf("compaction: snapshot topic %s: %w", cfg.Snapshot, err)
-		}
-		if !compacted {
-			return nil, fmt.Errorf("%w: snapshot topic %s keeps every event; configure it with {pattern: %s, compaction: true} (or set max_msgs_per_subject 1 on its stream)",
-				facade.ErrNotCompacted, cfg.Snapshot, cfg.Snapshot)
-		}
-	} else {
+	checked, err := facade.RequireCompacted(ctx, bus, cfg.Snapshot)
+	if err != nil {
+		return nil, fmt.Errorf("compaction: snapshot %w", err)
+	}
+	if !checked {
 		c.log.Warn("cannot check that the snapshot topic is compacted with this bus")
 	}
 	unsub, err := bus.Subscribe(ctx, cfg.Source, cfg.Group, func(ctx context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {

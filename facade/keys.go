@@ -1,6 +1,9 @@
 package facade
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // Optional capabilities of keyed topics, beyond [KeyReader]. Each is found by
 // type assertion on a bus; see docs/keys.md for what they mean on JetStream.
@@ -81,3 +84,24 @@ type CompactionReporter interface {
 // snapshot topic, the process projector's state topic) was given one that
 // keeps every event.
 var ErrNotCompacted = &Error{Code: "not_compacted", Msg: "topic is not compacted"}
+
+// RequireCompacted checks that topic is compacted, for components that keep
+// one event per key in it. It reports false (and no error) when bus cannot
+// tell (it does not implement [CompactionReporter]); a topic that is not
+// compacted gives an error wrapping [ErrNotCompacted] that says how to
+// configure it.
+func RequireCompacted(ctx context.Context, bus any, topic string) (checked bool, err error) {
+	cr, ok := bus.(CompactionReporter)
+	if !ok {
+		return false, nil
+	}
+	compacted, err := cr.TopicCompacted(ctx, topic)
+	if err != nil {
+		return true, fmt.Errorf("topic %s: %w", topic, err)
+	}
+	if !compacted {
+		return true, fmt.Errorf("%w: %s keeps every event; configure it with {pattern: %s, compaction: true} (or max_msgs_per_subject 1 on its stream)",
+			ErrNotCompacted, topic, topic)
+	}
+	return true, nil
+}

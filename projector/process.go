@@ -230,15 +230,8 @@ func Start(ctx context.Context, bus Bus, cfg Config) (*Projector, error) {
 		entries: make(map[string]*entry),
 		reqs:    make(chan request),
 	}
-	if cr, ok := bus.(facade.CompactionReporter); ok {
-		compacted, err := cr.TopicCompacted(ctx, cfg.States)
-		if err != nil {
-			return nil, fmt.Errorf("projector: states topic %s: %w", cfg.States, err)
-		}
-		if !compacted {
-			return nil, fmt.Errorf("%w: states topic %s keeps every event; configure it with {pattern: %s, compaction: true}",
-				facade.ErrNotCompacted, cfg.States, cfg.States)
-		}
+	if _, err := facade.RequireCompacted(ctx, bus, cfg.States); err != nil {
+		return nil, fmt.Errorf("projector: states %w", err)
 	}
 	if err := p.rebuild(ctx); err != nil {
 		return nil, err
