@@ -22,10 +22,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("github.com/nats-io/nats.go.(*Conn).flusher"),
-		goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).startGoRoutine"),
-	)
+	goleak.VerifyTestMain(m, natstest.LeakIgnores()...)
 }
 
 var topics = jetstream.Config{Topics: []jetstream.TopicConfig{

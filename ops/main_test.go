@@ -4,13 +4,10 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/eventhub/eventhub/internal/natstest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// nats.go's in-process connections keep a flusher until closed by the
-		// server side; the server's own goroutines end with Shutdown.
-		goleak.IgnoreTopFunction("github.com/nats-io/nats.go.(*Conn).flusher"),
-		goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).startGoRoutine"),
-	)
+	goleak.VerifyTestMain(m, natstest.LeakIgnores()...)
 }

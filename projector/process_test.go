@@ -20,10 +20,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("github.com/nats-io/nats.go.(*Conn).flusher"),
-		goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).startGoRoutine"),
-	)
+	goleak.VerifyTestMain(m, natstest.LeakIgnores()...)
 }
 
 // busConfig is the topic configuration the projector requires.
