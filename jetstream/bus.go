@@ -248,8 +248,8 @@ func (b *Bus) withTimeout(ctx context.Context) (context.Context, context.CancelF
 }
 
 func (b *Bus) isClosed() bool {
-	b.subsMu.Lock()
-	defer b.subsMu.Unlock()
+	b.subsMu.RLock()
+	defer b.subsMu.RUnlock()
 	return b.closed
 }
 
