@@ -487,6 +487,15 @@ func (cn *conn) write() {
 	}
 }
 
+// answer turns a reply frame into the request's result: an ERR is a
+// *facade.Error with the frame's code.
+func answer(r *gateway.Frame) (*gateway.Frame, error) {
+	if r.Op == gateway.OpErr {
+		return r, &facade.Error{Code: r.Code, Msg: r.Msg}
+	}
+	return r, nil
+}
+
 // send queues b, waiting while the queue is full.
 func (cn *conn) send(ctx context.Context, b []byte) error {
 	select {
@@ -526,11 +535,20 @@ func (cn *conn) request(ctx context.Context, f *gateway.Frame) (*gateway.Frame, 
 	}
 	select {
 	case r := <-ch:
-		if r.Op == gateway.OpErr {
-			return r, &facade.Error{Code: r.Code, Msg: r.Msg}
-		}
-		return r, nil
+		return answer(r)
 	case <-cn.dead:
+		// The answer and the close can arrive together (a refused AUTH is
+		// answered, then the socket closed): the answer wins, and a close
+		// that says why (bad_token, token_expired) is that error, not a
+		// lost connection to retry.
+		select {
+		case r := <-ch:
+			return answer(r)
+		default:
+		}
+		if err := terminal(cn.err()); err != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("%w: connection lost: %w", facade.ErrUnavailable, cn.err())
 	case <-ctx.Done():
 		forget()
