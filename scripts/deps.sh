@@ -6,4 +6,4 @@ set -euo pipefail
 cd "$(dirname "$0")"
 ./postgres.sh   # PostgreSQL server binaries: the outbox tests start their own servers
 ./chromium.sh   # Chromium: the web tests drive the dashboard in a real browser
-./node.sh       # node and the seeds' TypeScript clients: the gateway runs them unchanged
+./node.sh       # node: the gateway's test runs the reference TypeScript clients (committed, built)
