@@ -24,7 +24,8 @@ import (
 //
 //   - publish rights on a topic cover its keyed subjects (<topic>._k.*) too,
 //     and JetStream-acknowledged publishes work (acks arrive on _INBOX.>);
-//   - subscribe rights give live (core NATS) subscriptions on the topics;
+//   - subscribe rights give live (core NATS) subscriptions on the topics,
+//     exact for wildcard subscriptions too (see subscribePermissions);
 //   - the JetStream API and other system subjects ($JS.>, $KV.>, $SYS.>…)
 //     are denied even to wildcard policies: durable consumption of topics
 //     goes through the hub (WebSocket or the Go client), where groups are
@@ -108,6 +109,11 @@ func (n *NATS) Check(c server.ClientAuthentication) bool {
 		n.refuse(c, "policy_not_expressible")
 		return false
 	}
+	subAllow, subDeny, ok := subscribePermissions(sub)
+	if !ok {
+		n.refuse(c, "policy_not_expressible")
+		return false
+	}
 	hubInbox := n.hubInbox + ".>"
 	c.RegisterUser(&server.User{
 		Username: id.Subject,
@@ -117,8 +123,8 @@ func (n *NATS) Check(c server.ClientAuthentication) bool {
 				Deny:  append(slices.Clone(systemSubjects), "_INBOX.>", hubInbox),
 			},
 			Subscribe: &server.SubjectPermission{
-				Allow: append(withKeyed(sub), "_INBOX.>"),
-				Deny:  append(slices.Clone(systemSubjects), hubInbox),
+				Allow: append(subAllow, "_INBOX.>"),
+				Deny:  append(append(slices.Clone(systemSubjects), hubInbox), subDeny...),
 			},
 		},
 		ConnectionDeadline: id.Expires,
@@ -158,6 +164,101 @@ func withKeyed(subjects []string) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// subscribePermissions turns the policy's subscribe allow list (topic
+// subjects, each with an optional " queue" suffix) into NATS allow and deny
+// lists that grant a native client exactly the events its policy grants,
+// for every subscription it can make, wildcards included.
+//
+// NATS checks a subscription's subject against the allow list token by
+// token, so a "*" in the list also accepts a ">" in that place: "orders.*"
+// lets a client subscribe to "orders.>", which reaches "orders.a.b.c",
+// dead-letter topics ("orders.x.dlq") and keyed subjects. The deny list
+// closes that: NATS refuses subscriptions that match it and, for wildcard
+// subscriptions that overlap it, drops each denied message at delivery.
+//
+//   - a topic subject ending in a literal ("orders.new") also grants its
+//     keyed subjects ("orders.new._k.*"), and denies what lies below a key
+//     ("orders.new._k.*.>", never an event);
+//   - a subject ending in "*" ("orders.*") denies everything below it
+//     ("orders.*.*" and "orders.*.*.>"). Keyed subjects of those topics
+//     lie below it too and NATS cannot tell them from deeper topics, so
+//     such a rule gives native clients the topics' unkeyed events only
+//     (the WebSocket and HTTP ways in deliver keyed events as well); a rule
+//     naming the topic, or ending in "**", gives them natively;
+//   - a subject ending in ">" already means what the rule means.
+//
+// A deny entry that some unrestricted allow entry covers whole is left out
+// (it would only take back what another rule grants). ok is false when the
+// lists cannot be exact: a rule "*" alone, whose deny list would cover the
+// clients' own reply inboxes.
+func subscribePermissions(subs []string) (allow, deny []string, ok bool) {
+	allow = make([]string, 0, 2*len(subs))
+	add := func(list []string, s string) []string {
+		if !slices.Contains(list, s) {
+			list = append(list, s)
+		}
+		return list
+	}
+	for _, e := range subs {
+		subj, queue, hasQueue := strings.Cut(e, " ")
+		allow = add(allow, e)
+		switch last := subj[strings.LastIndexByte(subj, '.')+1:]; last {
+		case ">":
+		case "*":
+			if subj == "*" {
+				return nil, nil, false
+			}
+			deny = add(deny, subj+".*")
+			deny = add(deny, subj+".*.>")
+		default:
+			k := subj + "._k.*"
+			if hasQueue {
+				allow = add(allow, k+" "+queue)
+			} else {
+				allow = add(allow, k)
+			}
+			deny = add(deny, k+".>")
+		}
+	}
+	kept := deny[:0]
+	for _, d := range deny {
+		covered := false
+		for _, a := range allow {
+			if !strings.Contains(a, " ") && subjectCovers(a, d) {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			kept = append(kept, d)
+		}
+	}
+	return allow, kept, true
+}
+
+// subjectCovers reports whether every subject that s matches is matched by
+// a (NATS subject wildcards: "*" one token, ">" one or more at the end).
+func subjectCovers(a, s string) bool {
+	at, st := strings.Split(a, "."), strings.Split(s, ".")
+	for i, t := range at {
+		if t == ">" {
+			return len(st) > i
+		}
+		if i >= len(st) {
+			return false
+		}
+		switch {
+		case t == "*":
+			if st[i] == ">" {
+				return false
+			}
+		case t != st[i]:
+			return false
+		}
+	}
+	return len(at) == len(st)
 }
 
 // codeOf returns the wire code of an acl error, or "bad_token".
