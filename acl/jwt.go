@@ -147,6 +147,7 @@ type Verifier struct {
 	algs     []string
 	audience string
 	issuer   string
+	leeway   time.Duration
 	jwks     keyfunc.Keyfunc // nil without JWKSURL
 	parser   *jwt.Parser
 
@@ -176,6 +177,7 @@ func NewVerifier(ctx context.Context, cfg VerifierConfig) (*Verifier, error) {
 		algs:     cfg.algorithms(),
 		audience: cfg.Audience,
 		issuer:   cfg.Issuer,
+		leeway:   leeway,
 		cancel:   func() {},
 	}
 	opts := []jwt.ParserOption{
@@ -274,6 +276,10 @@ type Claims struct {
 	ID string
 	// ExpiresAt is the exp claim (always set on verified tokens).
 	ExpiresAt time.Time
+	// ValidUntil is when the verifier stops accepting the token: ExpiresAt
+	// plus its clock-skew leeway. Sessions that the token opened end then,
+	// on every way in.
+	ValidUntil time.Time
 	// NotBefore is the nbf claim, zero if absent.
 	NotBefore time.Time
 	// IssuedAt is the iat claim, zero if absent.
@@ -363,6 +369,30 @@ type tokenClaims struct {
 	Policy json.RawMessage `json:"policy,omitempty"`
 }
 
+// UnmarshalJSON decodes the claims, refusing exp, nbf and iat that are not
+// JSON numbers: RFC 7519 makes them NumericDates, and a quoted number
+// ("exp": "1700000000") would otherwise be read as one.
+func (tc *tokenClaims) UnmarshalJSON(b []byte) error {
+	var dates struct {
+		Exp json.RawMessage `json:"exp"`
+		Nbf json.RawMessage `json:"nbf"`
+		Iat json.RawMessage `json:"iat"`
+	}
+	if err := json.Unmarshal(b, &dates); err != nil {
+		return err
+	}
+	for _, d := range []struct {
+		name string
+		raw  json.RawMessage
+	}{{"exp", dates.Exp}, {"nbf", dates.Nbf}, {"iat", dates.Iat}} {
+		if len(d.raw) > 0 && string(d.raw) != "null" && (d.raw[0] < '0' || d.raw[0] > '9') && d.raw[0] != '-' {
+			return fmt.Errorf("claim %s is not a number (RFC 7519 NumericDate)", d.name)
+		}
+	}
+	type plain tokenClaims
+	return json.Unmarshal(b, (*plain)(tc))
+}
+
 // Verify parses and verifies token (the bare compact JWT, without a
 // "Bearer " prefix) and returns its claims with the policy precompiled.
 // ctx bounds an unknown-kid JWKS refresh. Every error is an *Error matching
@@ -400,6 +430,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Claims, error) {
 	}
 	if tc.ExpiresAt != nil {
 		c.ExpiresAt = tc.ExpiresAt.Time
+		c.ValidUntil = c.ExpiresAt.Add(v.leeway)
 	}
 	if tc.NotBefore != nil {
 		c.NotBefore = tc.NotBefore.Time

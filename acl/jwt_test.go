@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -294,6 +295,9 @@ func TestVerifyRejects(t *testing.T) {
 		{"policy claim of wrong type", hs, hsTok(set("policy", "allow everything")), ErrBadPolicy},
 		{"policy claim with unknown field", hs, hsTok(set("policy", map[string]any{"rules": []any{map[string]any{"effect": "allow", "action": "subscribe", "topics": []string{"a"}, "group": []string{"g"}}}})), ErrBadPolicy},
 		{"scopes claim of wrong type", hs, hsTok(set("scopes", 42)), ErrTokenMalformed},
+		{"exp as a string", hs, hsTok(set("exp", fmt.Sprint(testNow.Add(time.Hour).Unix()))), ErrTokenMalformed},
+		{"nbf as a string", hs, hsTok(set("nbf", fmt.Sprint(testNow.Unix()))), ErrTokenMalformed},
+		{"iat as a string", hs, hsTok(set("iat", fmt.Sprint(testNow.Unix()))), ErrTokenMalformed},
 		{"forged token with bad policy", hs, sign(t, jwt.SigningMethodHS256, "", []byte("another-secret-another-secret-123"), claims(set("policy", "x"))), ErrBadSignature},
 		{"wrong audience", hs, hsTok(set("aud", "someone-else")), ErrBadAudience},
 		{"missing audience", hs, hsTok(del("aud")), ErrBadAudience},

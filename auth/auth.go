@@ -39,8 +39,10 @@ func (c Config) Enabled() bool { return c.Token != "" || c.jwtConfigured() }
 type Identity struct {
 	Subject string
 	Policy  *acl.CompiledPolicy
-	// Expires is when the token stops being valid; zero for the static
-	// token.
+	// Expires is when the token stops being accepted: its exp plus the
+	// verifier's clock-skew leeway, the same instant on every way in (a
+	// WebSocket session and a native NATS connection end then). Zero for
+	// the static token.
 	Expires time.Time
 	// Static is true for the static token.
 	Static bool
@@ -130,5 +132,5 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Identi
 	if err != nil {
 		return nil, err
 	}
-	return &Identity{Subject: claims.Subject, Policy: p, Expires: claims.ExpiresAt}, nil
+	return &Identity{Subject: claims.Subject, Policy: p, Expires: claims.ValidUntil}, nil
 }
