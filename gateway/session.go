@@ -31,6 +31,9 @@ type session struct {
 
 	authed  atomic.Bool
 	closing atomic.Bool // no more frames are handled
+	// expires is when the credentials expire (UnixNano; 0 never): no
+	// EVENT is sent from then on, even before the expiry timer has run.
+	expires atomic.Int64
 
 	mu        sync.Mutex
 	subs      map[subKey]*subscription
@@ -48,6 +51,7 @@ type subKey struct{ topic, group string }
 // group on the bus, and the leases of the events delivered to the client.
 type subscription struct {
 	key        subKey
+	topics     []string // every topic it reads: key.topic, then opts.topics
 	ackTimeout time.Duration
 	unsub      facade.Unsubscribe
 	leases     map[string]*lease // by event id; at most one per id
@@ -89,9 +93,21 @@ func (s *session) authExpired() {
 	s.closeWith(CloseAuthTimeout, CodeAuthTimeout)
 }
 
+// tokenExpired ends the session when its credentials expire: the EVENT
+// frames still queued are dropped (none is written after the expiry
+// instant), the client is told, and the events it held are handed back
+// when the reader stops.
 func (s *session) tokenExpired() {
-	s.sendErr("", CodeTokenExpired, "credentials expired")
-	s.closeWith(CloseTokenExpired, CodeTokenExpired)
+	s.closing.Store(true)
+	buf := getBuf()
+	*buf = AppendErr((*buf)[:0], "", CodeTokenExpired, "credentials expired")
+	s.t.Expire(buf, CloseTokenExpired, CodeTokenExpired)
+}
+
+// expired reports whether the session's credentials have expired.
+func (s *session) expired() bool {
+	exp := s.expires.Load()
+	return exp != 0 && time.Now().UnixNano() >= exp
 }
 
 // closeWith stops frame handling and closes the transport after the
@@ -213,10 +229,36 @@ func (s *session) auth(f *Frame) error {
 		s.expTimer.Stop()
 		s.expTimer = nil
 	}
+	s.expires.Store(0)
 	if exp := p.ExpiresAt(); !exp.IsZero() && !s.ended {
+		s.expires.Store(exp.UnixNano())
 		s.expTimer = time.AfterFunc(time.Until(exp), s.tokenExpired)
 	}
+	// A new principal keeps only the subscriptions it may hold itself.
+	var revoked []*subscription
+	for key, sub := range s.subs {
+		for _, t := range sub.topics {
+			if !p.Allow(ActionSubscribe, t, key.group) {
+				revoked = append(revoked, sub)
+				delete(s.subs, key)
+				break
+			}
+		}
+	}
+	stops := make([][]*lease, len(revoked))
+	for i, sub := range revoked {
+		stops[i] = s.detachLocked(sub)
+	}
 	s.mu.Unlock()
+	for i, sub := range revoked {
+		s.gw.authFailed("ws", CodeForbidden)
+		b, err := Encode(&Frame{Op: OpErr, Code: CodeForbidden, Topic: sub.key.topic, Group: sub.key.group,
+			Msg: fmt.Sprintf("subscription to %s as %s ended: the new credentials have no subscribe permission on it", sub.key.topic, sub.key.group)})
+		if err == nil {
+			s.send(&b)
+		}
+		s.stopSub(sub, stops[i], "subscription revoked")
+	}
 	s.sendOK(f.Corr)
 	return nil
 }
@@ -294,7 +336,7 @@ func (s *session) subscribe(f *Frame) error {
 	bo.Filter = nil
 
 	key := subKey{f.Topic, f.Group}
-	sub := &subscription{key: key, ackTimeout: ackTimeout, leases: make(map[string]*lease)}
+	sub := &subscription{key: key, topics: append([]string{f.Topic}, o.Topics...), ackTimeout: ackTimeout, leases: make(map[string]*lease)}
 	s.mu.Lock()
 	switch {
 	case s.ended:
@@ -359,6 +401,12 @@ func (s *session) deliver(sub *subscription, e *facade.EventRecord, dc facade.De
 		heap.Push(&s.leases, l)
 	}
 	s.armLocked(deadline)
+	if s.expired() {
+		// Leased but not sent: the session is ending, and hands it back.
+		s.mu.Unlock()
+		putBuf(buf)
+		return
+	}
 	res := s.t.Send(buf)
 	s.mu.Unlock()
 	if res == queueFull {

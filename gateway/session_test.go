@@ -55,6 +55,11 @@ func (f *fakeTransport) Abort(code int, reason string) {
 	f.Close(code, reason)
 }
 
+func (f *fakeTransport) Expire(final *[]byte, code int, reason string) {
+	f.Send(final)
+	f.Abort(code, reason)
+}
+
 func (f *fakeTransport) snapshot() ([]Frame, int, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

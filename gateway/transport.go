@@ -25,6 +25,10 @@ type transport interface {
 	// Abort closes at once, dropping queued frames: the client is too slow
 	// to be waited for. The close frame is sent on a best-effort basis.
 	Abort(code int, reason string)
+	// Expire drops the queued frames, writes final (taking ownership),
+	// then the close frame, and closes: the credentials ran out, so
+	// nothing queued before may reach the client any more.
+	Expire(final *[]byte, code int, reason string)
 }
 
 // sendResult is the outcome of transport.Send.
@@ -73,7 +77,9 @@ type wsTransport struct {
 	closing bool
 	code    int
 	reason  string
+	final   *[]byte // Expire's last frame
 	abort   atomic.Bool
+	broken  bool          // a write failed: nothing more can be written (writer only)
 	closeCh chan struct{} // closed by Close / Abort
 	done    chan struct{} // closed when the writer has returned
 }
@@ -141,6 +147,21 @@ func (t *wsTransport) Close(code int, reason string) { t.close(code, reason, fal
 
 func (t *wsTransport) Abort(code int, reason string) { t.close(code, reason, true) }
 
+func (t *wsTransport) Expire(final *[]byte, code int, reason string) {
+	t.mu.Lock()
+	if t.closing {
+		t.mu.Unlock()
+		putBuf(final)
+		return
+	}
+	t.final = final
+	t.mu.Unlock()
+	// Stop after the frame being written, if any (cutting it would leave
+	// no way to write the close frame), dropping the rest.
+	t.abort.Store(true)
+	t.close(code, reason, false)
+}
+
 func (t *wsTransport) close(code int, reason string, abort bool) {
 	if abort && !t.abort.Swap(true) {
 		// Unblock a write in progress; the writer then stops writing
@@ -168,7 +189,11 @@ func (t *wsTransport) run() {
 		select {
 		case <-t.wake:
 			if !t.flush() {
-				t.drop()
+				if t.broken {
+					t.drop()
+				} else {
+					t.finish() // stopped by Abort or Expire between frames
+				}
 				return
 			}
 		case <-ping.C:
@@ -228,20 +253,25 @@ func (t *wsTransport) writeBatch(batch []*[]byte) bool {
 		batch[i] = nil
 		if err != nil {
 			_ = t.bconn.Release()
+			t.broken = true
 			t.log.Debug("write failed", "err", err)
 			return false
 		}
 		if t.abort.Load() {
-			break
+			// Frames buffered but not yet on the wire stay unsent.
+			t.bconn.Discard()
+			return false
 		}
 		if t.bconn.Buffered() >= wsbatch.FlushBytes {
 			if err := t.bconn.Release(); err != nil {
+				t.broken = true
 				return false
 			}
 			t.bconn.Hold()
 		}
 	}
 	if err := t.bconn.Release(); err != nil {
+		t.broken = true
 		t.log.Debug("flush failed", "err", err)
 		return false
 	}
@@ -252,13 +282,19 @@ func (t *wsTransport) writeBatch(batch []*[]byte) bool {
 // closes.
 func (t *wsTransport) finish() {
 	t.mu.Lock()
-	code, reason := t.code, t.reason
+	code, reason, final := t.code, t.reason, t.final
+	t.final = nil
 	t.mu.Unlock()
 	if !t.abort.Load() {
 		t.flush()
 	}
 	t.drop()
 	deadline := time.Now().Add(min(t.wt, time.Second))
+	if final != nil {
+		_ = t.ws.SetWriteDeadline(deadline)
+		_ = t.ws.WriteMessage(websocket.TextMessage, *final)
+		putBuf(final)
+	}
 	_ = t.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, truncateString(reason, 120)), deadline)
 }
 

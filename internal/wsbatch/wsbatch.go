@@ -78,6 +78,20 @@ func (c *Conn) Release() error {
 	return err
 }
 
+// Discard drops what was buffered (whole frames: the writer calls it
+// between frames) and stops buffering: the frames are not to be sent after
+// all.
+func (c *Conn) Discard() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.holding = false
+	if c.buf != nil {
+		*c.buf = (*c.buf)[:0]
+		pool.Put(c.buf)
+		c.buf = nil
+	}
+}
+
 func (c *Conn) flushLocked() error {
 	if c.buf == nil || len(*c.buf) == 0 {
 		return nil
