@@ -20,7 +20,7 @@ import (
 func export(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("eventhub export", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	f := flags{fs, getenv}
+	f := newFlags(fs, getenv)
 	var natsURL, token, user, password, creds, dataDir, topic, from, to, out string
 	var limit int
 	f.str(&natsURL, "nats-url", "NATS_URL", "nats://127.0.0.1:4222", "NATS server of the hub (the embedded one listens on 127.0.0.1:4222)")
@@ -34,7 +34,7 @@ func export(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs.StringVar(&to, "to", "", "last position: inclusive for seq and id, exclusive for ts (default: the last event now)")
 	fs.IntVar(&limit, "limit", 0, "at most this many events (0: no limit)")
 	fs.StringVar(&out, "out", "-", "output file, or - for stdout")
-	if err := fs.Parse(args); err != nil {
+	if err := f.parse(args); err != nil {
 		return err
 	}
 	v := url.Values{"topic": {topic}}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,36 +16,73 @@ import (
 	"github.com/eventhub/eventhub/jetstream"
 )
 
-// flags binds flags whose defaults come from the environment.
+// flags binds flags whose defaults come from the environment. A malformed
+// environment value is an error naming the variable, reported by parse.
 type flags struct {
 	fs     *flag.FlagSet
 	getenv func(string) string
+	errs   []error
 }
 
-func (f flags) str(p *string, name, env, def, help string) {
-	if v := f.getenv(env); v != "" {
+func newFlags(fs *flag.FlagSet, getenv func(string) string) *flags {
+	return &flags{fs: fs, getenv: getenv}
+}
+
+// parse reports the malformed environment values, then parses args.
+// -h and -help print the flags and return flag.ErrHelp.
+func (f *flags) parse(args []string) error {
+	if len(f.errs) > 0 {
+		return errors.Join(f.errs...)
+	}
+	return f.fs.Parse(args)
+}
+
+// env returns the named variable and whether it is set to something.
+func (f *flags) env(name string) (string, bool) {
+	v := f.getenv(name)
+	return v, v != ""
+}
+
+func (f *flags) bad(env, v, want string) {
+	f.errs = append(f.errs, fmt.Errorf("environment variable %s=%q is not %s", env, v, want))
+}
+
+func (f *flags) str(p *string, name, env, def, help string) {
+	if v, ok := f.env(env); ok {
 		def = v
 	}
 	f.fs.StringVar(p, name, def, help+" ($"+env+")")
 }
 
-func (f flags) int(p *int, name, env string, def int, help string) {
-	if v, err := strconv.Atoi(f.getenv(env)); err == nil {
-		def = v
+func (f *flags) int(p *int, name, env string, def int, help string) {
+	if v, ok := f.env(env); ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			f.bad(env, v, "an integer")
+		}
+		def = n
 	}
 	f.fs.IntVar(p, name, def, help+" ($"+env+")")
 }
 
-func (f flags) dur(p *time.Duration, name, env string, def time.Duration, help string) {
-	if v, err := time.ParseDuration(f.getenv(env)); err == nil {
-		def = v
+func (f *flags) dur(p *time.Duration, name, env string, def time.Duration, help string) {
+	if v, ok := f.env(env); ok {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil {
+			f.bad(env, v, "a duration (such as 5s or 1m30s)")
+		}
+		def = d
 	}
 	f.fs.DurationVar(p, name, def, help+" ($"+env+")")
 }
 
-func (f flags) bool(p *bool, name, env string, def bool, help string) {
-	if v, err := strconv.ParseBool(f.getenv(env)); err == nil {
-		def = v
+func (f *flags) bool(p *bool, name, env string, def bool, help string) {
+	if v, ok := f.env(env); ok {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			f.bad(env, v, "a boolean (true or false)")
+		}
+		def = b
 	}
 	f.fs.BoolVar(p, name, def, help+" ($"+env+")")
 }
@@ -55,7 +93,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (hu
 	var configFile, logLevel, logFormat string
 	fs := flag.NewFlagSet("eventhub serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	f := flags{fs, getenv}
+	f := newFlags(fs, getenv)
 	f.str(&c.NATSURL, "nats-url", "NATS_URL", "", "external NATS server or cluster URL(s); empty runs an embedded server")
 	f.str(&c.NATSCreds, "nats-creds", "NATS_CREDS", "", "credentials file for the external NATS server")
 	f.str(&c.NATSUser, "nats-user", "NATS_USER", "", "user for the external NATS server")
@@ -85,7 +123,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (hu
 	f.dur(&c.Auth.JWT.Leeway, "jwt-leeway", "JWT_LEEWAY", 5*time.Second, "clock leeway for exp/nbf")
 	f.str(&logLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")
 	f.str(&logFormat, "log-format", "LOG_FORMAT", "text", "text or json")
-	if err := fs.Parse(args); err != nil {
+	if err := f.parse(args); err != nil {
 		return c, nil, err
 	}
 	if fs.NArg() > 0 {

@@ -15,7 +15,7 @@ import (
 func token(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("eventhub token", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	f := flags{fs, getenv}
+	f := newFlags(fs, getenv)
 	var secret, scopes, subject, aud, iss string
 	var ttl time.Duration
 	f.str(&secret, "secret", "JWT_SECRET", "", "HS256 secret, at least 32 bytes")
@@ -24,7 +24,7 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	f.str(&aud, "aud", "JWT_AUD", "", "audience")
 	f.str(&iss, "iss", "JWT_ISS", "", "issuer")
 	fs.DurationVar(&ttl, "ttl", time.Hour, "lifetime")
-	if err := fs.Parse(args); err != nil {
+	if err := f.parse(args); err != nil {
 		return err
 	}
 	if secret == "" {
