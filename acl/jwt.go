@@ -571,9 +571,17 @@ type MintClaims struct {
 	TTL time.Duration
 }
 
+// Operator scopes, beside the topic scopes: "admin" grants every operator
+// endpoint, "metrics" only the Prometheus scrape.
+const (
+	ScopeAdmin   = "admin"
+	ScopeMetrics = "metrics"
+)
+
 // MintHS256 signs a development token with secret (at least
 // MinSecretLength bytes) using HS256. It sets iat = now and exp = now + TTL
-// (a zero now means time.Now()). Scopes and Policy are validated first, so
+// (a zero now means time.Now()). Scopes (topic scopes, ScopeAdmin,
+// ScopeMetrics) and Policy are validated first, so
 // a minted token always verifies with a matching Verifier (same secret,
 // audience and issuer). Errors wrap ErrBadConfig (secret, TTL),
 // ErrBadScope or ErrBadPolicy. The result is a bearer credential: do not
@@ -585,7 +593,9 @@ func MintHS256(secret []byte, c MintClaims, now time.Time) (string, error) {
 	if c.TTL <= 0 {
 		return "", fmt.Errorf("%w: TTL must be positive", ErrBadConfig)
 	}
-	if _, err := ScopesToPolicy(c.Scopes); err != nil {
+	// Topic scopes must compile; operator scopes pass as they are.
+	topicScopes := slices.DeleteFunc(slices.Clone(c.Scopes), func(s string) bool { return s == ScopeAdmin || s == ScopeMetrics })
+	if _, err := ScopesToPolicy(topicScopes); err != nil {
 		return "", err
 	}
 	var rawPolicy json.RawMessage

@@ -12,6 +12,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/eventhub/eventhub/acl"
@@ -46,6 +47,22 @@ type Identity struct {
 	Expires time.Time
 	// Static is true for the static token.
 	Static bool
+	// Scopes are the token's scopes, eventhub's topic scopes and others
+	// (such as "admin" or "metrics") alike.
+	Scopes []string
+}
+
+// Operator scopes: "admin" grants every operator endpoint; "metrics" only
+// the Prometheus scrape.
+const (
+	ScopeAdmin   = acl.ScopeAdmin
+	ScopeMetrics = acl.ScopeMetrics
+)
+
+// HasScope reports whether the identity holds scope; the static token holds
+// every scope.
+func (id *Identity) HasScope(scope string) bool {
+	return id.Static || slices.Contains(id.Scopes, scope)
 }
 
 // Allow reports whether action on topic (and group, for subscribe) is
@@ -132,5 +149,5 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Identi
 	if err != nil {
 		return nil, err
 	}
-	return &Identity{Subject: claims.Subject, Policy: p, Expires: claims.ValidUntil}, nil
+	return &Identity{Subject: claims.Subject, Policy: p, Expires: claims.ValidUntil, Scopes: claims.Scopes}, nil
 }

@@ -96,7 +96,7 @@ func (h *Hub) startFront() error {
 	h.gateway = gw
 	h.Registry.MustRegister(h.Metrics.NewGatewayCollector(gw))
 	if c.WSPort != -1 {
-		if err := h.servers.serve("ws", c.Host, c.WSPort, gw.Handler(), h.fail); err != nil {
+		if err := h.servers.serve("ws", c.Host, c.WSPort, h.hostGuard(gw.Handler()), h.fail); err != nil {
 			return err
 		}
 	}
@@ -116,7 +116,7 @@ func (h *Hub) startFront() error {
 		mux.Handle("GET /ws", gw.Handler())
 		mux.Handle("POST /publish/{topic}", gw.Handler())
 		mux.Handle("/", site) // WebSocket upgrades of "/" still reach the gateway
-		if err := h.servers.serve("http", c.Host, c.HTTPPort, mux, h.fail); err != nil {
+		if err := h.servers.serve("http", c.Host, c.HTTPPort, h.hostGuard(mux), h.fail); err != nil {
 			return err
 		}
 	}

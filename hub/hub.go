@@ -57,6 +57,11 @@ type Config struct {
 	// Host is the listen host of the hub's HTTP servers (default
 	// 127.0.0.1). Beyond loopback it needs Auth.
 	Host string
+	// AllowedHosts are further names (Host headers, without port) that
+	// the HTTP, WebSocket and ops servers answer to while authentication
+	// is off; loopback addresses, localhost and Host always are. With
+	// auth on every name is answered.
+	AllowedHosts []string
 	// OpsPort serves /metrics and the ops endpoints (0: a free port, -1:
 	// none).
 	OpsPort int
@@ -279,7 +284,7 @@ func (h *Hub) startComponents(ctx, bg context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := h.servers.serve("ops", c.Host, c.OpsPort, oh, h.fail); err != nil {
+		if err := h.servers.serve("ops", c.Host, c.OpsPort, h.hostGuard(oh), h.fail); err != nil {
 			return err
 		}
 		h.log.Info("ops listening", "addr", h.servers.addr("ops"), "auth", h.Auth.Configured())

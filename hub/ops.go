@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/eventhub/eventhub/acl"
+	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/ops"
 )
 
@@ -17,7 +18,9 @@ import (
 // probes needs a bearer token.
 func (h *Hub) opsHandler() (http.Handler, error) {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", h.requireAuth(promhttp.HandlerFor(h.Registry, promhttp.HandlerOpts{})))
+	// Metrics name every topic and group: with auth on they need an
+	// operator token (the static token, or the admin or metrics scope).
+	mux.Handle("GET /metrics", h.requireScope(auth.ScopeMetrics, promhttp.HandlerFor(h.Registry, promhttp.HandlerOpts{})))
 	oc := ops.Config{Bus: h.Bus, Durability: h.durability(), Logger: h.log.With("component", "ops")}
 	if h.Auth.Configured() {
 		oc.Authorize = func(r *http.Request) error {
@@ -50,24 +53,38 @@ func (h *Hub) opsHandler() (http.Handler, error) {
 	return mux, nil
 }
 
-// requireAuth admits requests with a valid bearer token when auth is on.
-func (h *Hub) requireAuth(next http.Handler) http.Handler {
+// requireScope admits, when auth is on, requests whose bearer token holds
+// scope or the admin scope: 401 without a valid token, 403 without the
+// scope.
+func (h *Hub) requireScope(scope string, next http.Handler) http.Handler {
 	if !h.Auth.Configured() {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, ok := bearer(r)
-		if ok {
-			if _, err := h.Auth.Authenticate(r.Context(), tok); err == nil {
-				next.ServeHTTP(w, r)
-				return
-			}
-		}
-		h.Metrics.AuthFailure("ops", "unauthorized")
 		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("WWW-Authenticate", `Bearer realm="eventhub"`)
-		w.WriteHeader(http.StatusUnauthorized)
-		_, _ = w.Write([]byte(`{"error":{"code":"unauthorized","msg":"a valid bearer token is required"}}`))
+		tok, ok := bearer(r)
+		if !ok {
+			h.Metrics.AuthFailure("ops", "unauthorized")
+			w.Header().Set("WWW-Authenticate", `Bearer realm="eventhub"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"error":{"code":"unauthorized","msg":"a valid bearer token is required"}}`))
+			return
+		}
+		id, err := h.Auth.Authenticate(r.Context(), tok)
+		if err != nil {
+			h.Metrics.AuthFailure("ops", "unauthorized")
+			w.Header().Set("WWW-Authenticate", `Bearer realm="eventhub", error="invalid_token"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"error":{"code":"bad_token","msg":"a valid bearer token is required"}}`))
+			return
+		}
+		if !id.HasScope(scope) && !id.HasScope(auth.ScopeAdmin) {
+			h.Metrics.AuthFailure("ops", "forbidden")
+			w.WriteHeader(http.StatusForbidden)
+			fmt.Fprintf(w, `{"error":{"code":"forbidden","msg":"this needs a token with the %s or %s scope"}}`, scope, auth.ScopeAdmin)
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 

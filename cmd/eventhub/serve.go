@@ -109,7 +109,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (hu
 	f.int(&c.OpsPort, "ops-port", "OPS_PORT", 8082, "ops port: /metrics, /healthz, /readyz and the ops endpoints (-1 disables)")
 	f.int(&c.WSPort, "ws-port", "WS_PORT", 8090, "WebSocket gateway port, on / and /ws (-1 disables)")
 	f.int(&c.HTTPPort, "http-port", "HTTP_PORT", 8081, "HTTP port: POST /publish/{topic}, /ws, /ops/ and the dashboard (-1 disables)")
-	var origins string
+	var origins, hosts string
+	f.str(&hosts, "allowed-hosts", "EVENTHUB_ALLOWED_HOSTS", "", "comma-separated host names served without auth besides loopback and localhost (DNS-rebinding guard)")
 	f.str(&origins, "allowed-origins", "WS_ALLOWED_ORIGINS", "", "comma-separated origins allowed besides the gateway's own (\"*\" for any)")
 	f.bool(&c.Projector, "projector", "EVENTHUB_PROJECTOR", false, "run the heartbeat.received → process.state projector")
 	f.bool(&c.Demo, "demo", "EVENTHUB_DEMO", false, "run the projector and publish sample heartbeats (a live process.state to watch)")
@@ -138,6 +139,11 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (hu
 	for o := range strings.SplitSeq(origins, ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			c.Gateway.AllowedOrigins = append(c.Gateway.AllowedOrigins, o)
+		}
+	}
+	for n := range strings.SplitSeq(hosts, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			c.AllowedHosts = append(c.AllowedHosts, n)
 		}
 	}
 	if configFile != "" {
