@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Start positions for a new group, as named in the specification.
+// Start positions for a new group.
 const (
 	FromLatest   = "latest"
 	FromEarliest = "earliest"
@@ -35,9 +35,20 @@ type PublishOptions struct {
 	SID       string            `json:"sid,omitempty"`
 }
 
+// Validate checks the options every way in shares (the Go API, WebSocket
+// opts, HTTP Eventhub-* headers): a given ts is positive epoch
+// milliseconds (0 means now), and the key is valid. Errors wrap
+// ErrInvalidOption or ErrBadKey.
+func (o *PublishOptions) Validate() error {
+	if o.TS < 0 {
+		return fmt.Errorf("%w: ts must be epoch milliseconds, not %d", ErrInvalidOption, o.TS)
+	}
+	return ValidateKey(o.Key)
+}
+
 // SubscribeOptions configure a subscription. The zero value subscribes from
-// "latest" with the specification's defaults. Its JSON form, with the
-// specification's names, is the "opts" of a WebSocket SUBSCRIBE frame.
+// "latest" with the documented defaults. Its JSON form is the "opts" of a
+// WebSocket SUBSCRIBE frame.
 //
 // From, TS and AfterID only initialise a group that does not exist yet; an
 // existing group resumes at its cursor (use [Cursors.SetCursor] to move it).

@@ -99,7 +99,7 @@ const (
 // (see [CodesMarkdown]); a test keeps the two equal.
 var Codes = []CodeInfo{
 	{CodeBadJSON, "The frame is not valid JSON.", 0, true, 0},
-	{CodeBadFrame, "Valid JSON of the wrong shape: not an object, no op, a field of the wrong type, a binary frame.", 0, true, 0},
+	{CodeBadFrame, "Valid JSON of the wrong shape: not an object, no op, a field of the wrong type, a duplicate key or one whose case differs from the field name, a binary frame.", 0, true, 0},
 	{CodeUnknownOp, "The op is not one a client may send.", 0, true, 0},
 	{CodeFrameTooLarge, "The frame exceeds MaxFrameBytes; it was discarded.", 0, true, 0},
 	{CodeUnauthorized, "A frame other than AUTH before a successful AUTH; HTTP: no bearer token.", 0, true, http.StatusUnauthorized},
@@ -107,10 +107,10 @@ var Codes = []CodeInfo{
 	{CodeTokenExpired, "The principal's credentials expired during the session.", CloseTokenExpired, true, 0},
 	{CodeAuthTimeout, "No AUTH within AuthTimeout of connecting.", CloseAuthTimeout, true, 0},
 	{CodeForbidden, "The principal may not publish to / subscribe to this topic (and group); HTTP: origin not allowed.", 0, true, http.StatusForbidden},
-	{CodeBadRequest, "A missing or invalid field or option (ids, extend_ms, opts out of range).", 0, true, http.StatusBadRequest},
+	{CodeBadRequest, "A missing or invalid field or option (ids, extend_ms, opts out of range, a negative ts); a field that is not valid UTF-8 (corr, group, …).", 0, true, http.StatusBadRequest},
 	{CodeBadTopic, "The topic name is not valid.", 0, true, http.StatusBadRequest},
 	{CodeBadGroup, "The group name is not valid.", 0, true, http.StatusBadRequest},
-	{CodeBadPayload, "The payload is missing or not a single JSON value.", 0, true, http.StatusBadRequest},
+	{CodeBadPayload, "The payload is missing, not a single JSON value, or not valid UTF-8.", 0, true, http.StatusBadRequest},
 	{CodeBadKey, "The key is too long, not UTF-8, or the topic's stream does not capture keys.", 0, true, http.StatusBadRequest},
 	{CodeBadID, "The event id is not acceptable.", 0, true, http.StatusBadRequest},
 	{CodeKeyRequired, "The topic is compacted and the event has no key.", 0, true, http.StatusBadRequest},

@@ -110,15 +110,25 @@ type EventContext struct {
 }
 
 // Decode parses one client or server frame into f, which it resets first.
-// Errors are *facade.Error with code bad_json (not JSON), bad_frame (not
-// an object, no op, a field of the wrong type) or unknown_op. On bad_frame
-// and unknown_op, f.Corr is still set when the frame had a string corr, so
-// the ERR can echo it. The decoded frame does not alias data.
+// Field names are exact: a duplicate key, or one that differs from a field's
+// name only in case, is bad_frame. Errors are *facade.Error with code
+// bad_json (not JSON), bad_frame (not an object, no op, a field of the wrong
+// type, inexact names), unknown_op, or, for bytes that are not UTF-8,
+// bad_payload (in the payload), bad_key (in opts.key) or bad_request
+// (elsewhere). On the codes after bad_json, f.Corr is still set when the
+// frame had a valid string corr, so the ERR can echo it. The decoded frame
+// does not alias data.
 func Decode(data []byte, f *Frame) error {
 	*f = Frame{}
 	if !decodeFlat(data, f) && !decodeEvent(data, f) {
 		*f = Frame{}
 		if err := decodeJSON(data, f); err != nil {
+			return err
+		}
+		if err := strictKeys(data, frameSchema, ""); err != nil {
+			return err
+		}
+		if err := checkUTF8(data, f); err != nil {
 			return err
 		}
 	}
@@ -162,12 +172,18 @@ func decodeFlat(data []byte, f *Frame) bool {
 		return false
 	}
 	i := 1
+	var seen uint32 // keys met so far, by their place in flatKeys
 	for {
 		ka, kb, ok := plainString(data, i)
 		if !ok || kb+1 >= n || data[kb+1] != ':' {
 			return false
 		}
 		i = kb + 2
+		k := flatKeyBit(data[ka:kb])
+		if k == 0 || seen&k != 0 {
+			return false // unknown or duplicate: the general decoder decides
+		}
+		seen |= k
 		switch string(data[ka:kb]) {
 		case "op":
 			f.Op, i, ok = stringField(data, i)
@@ -217,6 +233,20 @@ func decodeFlat(data []byte, f *Frame) bool {
 			return false
 		}
 	}
+}
+
+// flatKeys are the keys decodeFlat handles.
+var flatKeys = [...]string{"op", "corr", "token", "topic", "group", "id", "reason", "code", "msg", "ts", "extend_ms", "attempt", "seq"}
+
+// flatKeyBit is k's bit in decodeFlat's set of keys met, 0 if it handles
+// no such key.
+func flatKeyBit(k []byte) uint32 {
+	for i, name := range flatKeys {
+		if string(k) == name {
+			return 1 << i
+		}
+	}
+	return 0
 }
 
 // plainString finds the string starting at data[i]: its content is

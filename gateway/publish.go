@@ -129,7 +129,7 @@ func publishOptions(h http.Header) (facade.PublishOptions, error) {
 	o.CausedBy = splitList(h.Values(HeaderCausedBy))
 	if v := h.Get(HeaderTS); v != "" {
 		ts, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		if err != nil || ts <= 0 {
+		if err != nil {
 			return o, errorf(CodeBadRequest, "%s: want epoch milliseconds, not %q", HeaderTS, v)
 		}
 		o.TS = ts

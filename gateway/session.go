@@ -3,7 +3,6 @@ package gateway
 import (
 	"container/heap"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -279,16 +278,6 @@ func validTopicGroup(f *Frame) error {
 		return err
 	}
 	return facade.ValidateGroup(f.Group)
-}
-
-func decodeOpts(raw json.RawMessage, v any) error {
-	if len(raw) == 0 {
-		return nil
-	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		return errorf(CodeBadFrame, "opts: %v", err)
-	}
-	return nil
 }
 
 func (s *session) subscribe(f *Frame) error {

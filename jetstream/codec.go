@@ -36,7 +36,12 @@ func newRecord(topic string, payload json.RawMessage, o *facade.PublishOptions) 
 	if !jsonvalid.Valid(payload) {
 		return nil, fmt.Errorf("%w: %s", facade.ErrBadPayload, payloadHint(payload))
 	}
-	if err := facade.ValidateKey(o.Key); err != nil {
+	if !utf8.Valid(payload) {
+		// Browsers fail a WebSocket on a text frame that is not UTF-8:
+		// such an event could never be delivered to them.
+		return nil, fmt.Errorf("%w: payload is not valid UTF-8", facade.ErrBadPayload)
+	}
+	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	id := o.ID
@@ -150,7 +155,7 @@ func fromMsg(subject string, h nats.Header, data []byte, seq uint64, stored time
 }
 
 func foreignPayload(data []byte, e *facade.EventRecord) json.RawMessage {
-	if len(data) > 0 && jsonvalid.Valid(data) {
+	if len(data) > 0 && jsonvalid.Valid(data) && utf8.Valid(data) {
 		return data
 	}
 	if len(data) == 0 {

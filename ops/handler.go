@@ -79,9 +79,24 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	}
 }
 
-// authorized runs Config.Authorize before next.
+// authorized runs Config.Authorize before next. A malformed topic or group
+// is refused first (400 bad_topic / bad_group): an authorizer cannot judge
+// a name that is not one, and 403 would suggest that it exists.
 func (h *Handler) authorized(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if q.Has("topic") {
+			if err := facade.ValidateTopic(q.Get("topic")); err != nil {
+				h.writeError(w, r, err)
+				return
+			}
+		}
+		if g := q.Get("group"); g != "" {
+			if err := facade.ValidateGroup(g); err != nil {
+				h.writeError(w, r, err)
+				return
+			}
+		}
 		if err := h.cfg.Authorize(r); err != nil {
 			if !errors.Is(err, ErrForbidden) {
 				err = fmt.Errorf("%w: %w", ErrUnauthorized, err)

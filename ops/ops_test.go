@@ -496,6 +496,11 @@ func TestAuthorize(t *testing.T) {
 		{"/replay?topic=" + orders, "Bearer good", 200},
 		{"/healthz", "", 200}, // probes are open unless AuthorizeProbes
 		{"/readyz", "", 200},
+		// A name that is not one is refused as such, before any rights check.
+		{"/replay?topic=..", "Bearer reader", 400},
+		{"/replay?topic=%3E", "Bearer reader", 400},
+		{"/lag?topic=" + orders + "&group=a%20b", "Bearer reader", 400},
+		{"/cursors?topic=", "Bearer reader", 400},
 	}
 	for _, tc := range tests {
 		hdr := http.Header{}
