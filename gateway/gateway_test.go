@@ -179,6 +179,21 @@ func TestModAckExtendsLease(t *testing.T) {
 	c.ok(ackFrame(re))
 }
 
+// TestModAckWithoutExtendRenewsTheLease: a MODACK without extend_ms renews
+// the subscription's whole lease (ackTimeoutMs), it does not cut it to 1 s.
+func TestModAckWithoutExtendRenewsTheLease(t *testing.T) {
+	bus := newBus(t)
+	g := newGateway(t, bus, Config{})
+	c := dialAuth(t, g.url, "")
+	c.ok(subscribeFrame("modack.def", "g", `{"ackTimeoutMs":4000}`))
+	rec := publish(t, bus, "modack.def", `{}`)
+	c.mustEvent()
+	c.ok(Frame{Op: OpModAck, Topic: "modack.def", Group: "g", ID: rec.ID})
+	// With a 1 s lease the event would come back after about a second.
+	c.noEvent(2500 * time.Millisecond)
+	c.ok(Frame{Op: OpAck, Topic: "modack.def", Group: "g", ID: rec.ID})
+}
+
 // Closing a socket hands its in-flight events back at once.
 func TestCloseHandsBackInFlight(t *testing.T) {
 	bus := newBus(t)

@@ -545,13 +545,18 @@ func (s *session) settle(f *Frame) error {
 	return nil
 }
 
-// modAck moves the lease to now + extend_ms (at least 1s, at most
-// MaxAckTimeout) and the store's redelivery time just after it.
+// modAck moves the lease to now + max(1s, extend_ms, or the subscription's
+// ack timeout when extend_ms is absent), at most MaxAckTimeout, and the
+// store's redelivery time just after it.
 func (s *session) modAck(f *Frame, sub *subscription, l *lease) error {
 	if s.gw.ext == nil {
 		return ErrUnsupported
 	}
-	by := min(max(time.Duration(f.ExtendMs)*time.Millisecond, time.Second), s.gw.cfg.MaxAckTimeout)
+	by := time.Duration(f.ExtendMs) * time.Millisecond
+	if f.ExtendMs == 0 {
+		by = sub.ackTimeout
+	}
+	by = min(max(by, time.Second), s.gw.cfg.MaxAckTimeout)
 	ctx, cancel := s.reqCtx()
 	defer cancel()
 	if err := s.gw.ext.Extend(ctx, l.topic, f.Group, f.ID, by+leaseGrace); err != nil {
