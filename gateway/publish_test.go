@@ -166,3 +166,25 @@ func TestPrincipalPerConnection(t *testing.T) {
 	other := dialAuth(t, g.url, "limited")
 	other.errCode(Frame{Op: OpPublish, Topic: "no.t", Payload: json.RawMessage(`1`)}, CodeForbidden)
 }
+
+// TestHTTPPublishDuplicateIDAnswersStoredEvent: a retry with the same
+// Eventhub-Id is not stored again and is answered with the stored event's
+// position and time.
+func TestHTTPPublishDuplicateIDAnswersStoredEvent(t *testing.T) {
+	bus := newBus(t)
+	g := newGateway(t, bus, Config{})
+	url := g.http + "/publish/dup.http"
+	h := map[string]string{HeaderID: "order-42"}
+	first := post(t, url, `{"n":1}`, h)
+	if first.status != 200 {
+		t.Fatalf("first: %d %v", first.status, first.body)
+	}
+	ts, _ := first.body["ts"].(float64)
+	for time.Now().UnixMilli() <= int64(ts)+1 {
+		time.Sleep(time.Millisecond) // let the clock pass the first ts
+	}
+	again := post(t, url, `{"n":1}`, h)
+	if again.status != 200 || again.body["seq"] != first.body["seq"] || again.body["ts"] != first.body["ts"] || again.body["id"] != "order-42" {
+		t.Fatalf("retry answered %v, first %v", again.body, first.body)
+	}
+}

@@ -33,9 +33,27 @@ func (b *Bus) Publish(ctx context.Context, topic string, payload json.RawMessage
 	if err != nil {
 		return nil, fmt.Errorf("publish %s: %w", topic, translate(err))
 	}
+	if ack.Duplicate {
+		return b.stored(ctx, ti, ack.Sequence, e), nil
+	}
 	e.Seq = ack.Sequence
 	ti.obs.Published()
 	return e, nil
+}
+
+// stored answers a publish that JetStream found to be a duplicate (same id
+// within the duplicate window): the event as it was first stored, with its
+// position and time. Should the lookup fail, e with the stored position.
+func (b *Bus) stored(ctx context.Context, ti *topicInfo, seq uint64, e *facade.EventRecord) *facade.EventRecord {
+	ctx, cancel := b.withTimeout(ctx)
+	defer cancel()
+	raw, err := ti.stream.GetMsg(ctx, seq)
+	if err != nil {
+		b.log.Debug("duplicate publish: stored event not readable", "topic", ti.topic, "seq", seq, "err", err)
+		e.Seq = seq
+		return e
+	}
+	return fromMsg(raw.Subject, raw.Header, raw.Data, raw.Sequence, raw.Time)
 }
 
 // prepare validates a publish and builds its message.
@@ -77,12 +95,14 @@ func (b *Bus) PublishAsync(ctx context.Context, topic string, payload json.RawMe
 		return nil, fmt.Errorf("publish %s: %w", topic, translate(err))
 	}
 	ti.obs.Published()
-	return &future{e: e, f: f}, nil
+	return &future{b: b, ti: ti, e: e, f: f}, nil
 }
 
 type future struct {
-	e *facade.EventRecord
-	f jetstream.PubAckFuture
+	b  *Bus
+	ti *topicInfo
+	e  *facade.EventRecord
+	f  jetstream.PubAckFuture
 
 	mu   sync.Mutex
 	done bool
@@ -97,7 +117,11 @@ func (f *future) Wait(ctx context.Context) (*facade.EventRecord, error) {
 	}
 	select {
 	case ack := <-f.f.Ok():
-		f.e.Seq = ack.Sequence
+		if ack.Duplicate {
+			f.e = f.b.stored(ctx, f.ti, ack.Sequence, f.e)
+		} else {
+			f.e.Seq = ack.Sequence
+		}
 	case err := <-f.f.Err():
 		f.err = fmt.Errorf("publish %s: %w", f.e.Topic, translate(err))
 	case <-ctx.Done():

@@ -512,9 +512,16 @@ func testDuplicateID(t *testing.T, env Env) {
 	topic, group := names(t)
 	id := facade.NewID()
 	e1 := publish(t, b, topic, `{"n":0}`, facade.PublishOptions{ID: id})
+	for time.Now().UnixMilli() <= e1.TS+1 {
+		time.Sleep(time.Millisecond) // let the clock pass the first ts
+	}
 	e2 := publish(t, b, topic, `{"n":0}`, facade.PublishOptions{ID: id})
 	if e1.Seq != e2.Seq {
 		t.Fatalf("duplicate publish stored again: seq %d then %d", e1.Seq, e2.Seq)
+	}
+	// The answer is the stored event's position and time, not the retry's.
+	if e2.TS != e1.TS || e2.ID != id {
+		t.Fatalf("duplicate publish answered ts %d id %s, stored ts %d id %s", e2.TS, e2.ID, e1.TS, id)
 	}
 	publish(t, b, topic, `{"n":1}`, facade.PublishOptions{})
 	c := newCollector()
