@@ -54,6 +54,14 @@ var (
 	ErrNotSubscribed = &Error{Code: "not_subscribed", Msg: "not subscribed"}
 	// ErrTooLarge: the payload exceeds the server's maximum.
 	ErrTooLarge = &Error{Code: "too_large", Msg: "payload too large"}
+	// ErrLimitExceeded: a limit of the store refuses the request (the
+	// maximum groups of a topic, streams of the account, events or bytes
+	// of a stream that discards new events). Retrying does not help until
+	// an operator raises the limit or frees room.
+	ErrLimitExceeded = &Error{Code: "limit_exceeded", Msg: "limit exceeded"}
+	// ErrStorageFull: the store has no storage (disk or memory) left for
+	// the request.
+	ErrStorageFull = &Error{Code: "storage_full", Msg: "storage full"}
 	// ErrUnavailable: the server could not be reached in time.
 	ErrUnavailable = &Error{Code: "unavailable", Msg: "event store unavailable"}
 	// ErrClosed: the bus or subscription is closed.

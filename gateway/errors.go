@@ -85,6 +85,8 @@ const (
 	CodeUnknownID         = "unknown_id"
 	CodeNotFound          = "not_found"
 	CodeUnsupported       = "unsupported"
+	CodeLimitExceeded     = "limit_exceeded"
+	CodeStorageFull       = "storage_full"
 	CodePublishFailed     = "publish_failed"
 	CodeUnavailable       = "unavailable"
 	CodeClosed            = "closed"
@@ -120,6 +122,8 @@ var Codes = []CodeInfo{
 	{CodeUnknownID, "ACK/NACK/MODACK of an id not in flight on this subscription: never delivered, already settled, lease expired, or attempt mismatch; also afterId / SEEK lastId not found.", 0, true, http.StatusNotFound},
 	{CodeNotFound, "The topic or group does not exist (CURSOR).", 0, true, http.StatusNotFound},
 	{CodeUnsupported, "The bus behind the gateway lacks the capability (MODACK needs facade.Extender).", 0, true, http.StatusNotImplemented},
+	{CodeLimitExceeded, "A limit of the store refuses the request (the maximum groups of a topic, streams, a stream's events or bytes); retrying does not help until an operator raises it.", 0, true, http.StatusConflict},
+	{CodeStorageFull, "The store has no storage left; retrying does not help until room is freed.", 0, true, http.StatusInsufficientStorage},
 	{CodePublishFailed, "The store failed the publish.", 0, true, http.StatusBadGateway},
 	{CodeUnavailable, "The store did not answer in time.", 0, true, http.StatusServiceUnavailable},
 	{CodeClosed, "The gateway or the bus is shutting down.", 0, true, http.StatusServiceUnavailable},

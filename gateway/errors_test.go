@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/jetstream"
@@ -347,6 +348,26 @@ func TestErrorCodes(t *testing.T) {
 			}
 		}},
 		{CodeSlowClient, "fake transport", testSlowClient},
+		{CodeLimitExceeded, "one group too many", func(t *testing.T) {
+			if _, err := bus.JetStream().CreateStream(t.Context(), njs.StreamConfig{
+				Name: "GWLIMIT", Subjects: []string{"gwlim.t"}, Storage: njs.MemoryStorage, MaxConsumers: 1,
+			}); err != nil {
+				t.Fatal(err)
+			}
+			c := admin(t, std)
+			c.ok(subscribeFrame("gwlim.t", "one", ""))
+			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"gwlim.t","group":"two"}`, CodeLimitExceeded, false)
+			stillOpen(t, c)
+		}},
+		{CodeStorageFull, "a topic larger than the disk", func(t *testing.T) {
+			full := newBus(t, func(oc *jetstream.OpenConfig) {
+				oc.Bus.Topics = []jetstream.TopicConfig{{Pattern: "huge.t", MaxBytes: 1 << 60}}
+			})
+			g := newGateway(t, full, Config{})
+			c := dialAuth(t, g.url, "")
+			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"huge.t","payload":1}`, CodeStorageFull, false)
+			stillOpen(t, c)
+		}},
 		{CodeGoingAway, "shutdown", func(t *testing.T) {
 			g := newGateway(t, bus, Config{})
 			c := dialAuth(t, g.url, "")

@@ -19,6 +19,9 @@ func translate(err error) error {
 	if err == nil {
 		return nil
 	}
+	if mapped := translateAPI(err); mapped != nil {
+		return mapped
+	}
 	switch {
 	case errors.Is(err, nats.ErrMaxPayload):
 		return fmt.Errorf("%w: %w", facade.ErrTooLarge, err)
@@ -34,6 +37,47 @@ func translate(err error) error {
 		return fmt.Errorf("%w: %w", facade.ErrNotFound, err)
 	}
 	return err
+}
+
+// JetStream API error codes the hub maps to its own terminal codes.
+const (
+	apiAccountResources  = 10002 // resource limits exceeded for account
+	apiInsufficient      = 10023 // insufficient resources
+	apiMaxConsumers      = 10026 // maximum consumers limit reached
+	apiMaxStreams        = 10027 // maximum number of streams reached
+	apiMemoryResources   = 10028 // insufficient memory resources available
+	apiStorageResources  = 10047 // insufficient storage resources available
+	apiMessageTooLarge   = 10054 // message size exceeds maximum allowed
+	apiStreamStoreFailed = 10077 // {err}: "maximum messages exceeded", …
+)
+
+// translateAPI maps the JetStream API errors that retrying cannot fix to
+// terminal codes, so that clients stop retrying: limits to
+// ErrLimitExceeded, storage to ErrStorageFull, size to ErrTooLarge. nil
+// for any other error.
+func translateAPI(err error) error {
+	var code jetstream.ErrorCode
+	var desc string
+	if ae, ok := errors.AsType[*jetstream.APIError](err); ok {
+		code, desc = ae.ErrorCode, ae.Description
+	} else if ae, ok := errors.AsType[*nats.APIError](err); ok {
+		code, desc = jetstream.ErrorCode(ae.ErrorCode), ae.Description
+	} else {
+		return nil
+	}
+	switch code {
+	case apiMaxConsumers, apiMaxStreams, apiAccountResources:
+		return fmt.Errorf("%w: %s", facade.ErrLimitExceeded, desc)
+	case apiStorageResources, apiMemoryResources, apiInsufficient:
+		return fmt.Errorf("%w: %s", facade.ErrStorageFull, desc)
+	case apiMessageTooLarge:
+		return fmt.Errorf("%w: %s", facade.ErrTooLarge, desc)
+	case apiStreamStoreFailed:
+		if strings.Contains(desc, "maximum") {
+			return fmt.Errorf("%w: %s", facade.ErrLimitExceeded, desc)
+		}
+	}
+	return nil
 }
 
 // RedactURL removes credentials from NATS URLs, for logs and errors.
