@@ -322,6 +322,8 @@ func resolveRange(ctx context.Context, bus *jetstream.Bus, q Query) (ti *jetstre
 	}
 	to = last
 	switch q.To.Kind {
+	case PosEarliest:
+		to = 0
 	case PosSeq:
 		to = min(q.To.Seq, last)
 	case PosID:
@@ -339,6 +341,8 @@ func resolveRange(ctx context.Context, bus *jetstream.Bus, q Query) (ti *jetstre
 	}
 	from = 1
 	switch q.From.Kind {
+	case PosLatest:
+		from = last + 1
 	case PosSeq:
 		from = q.From.Seq
 	case PosID:

@@ -26,6 +26,15 @@ const (
 	PosTime
 	// PosID: an event id, resolved as afterId is (uuidv7 time window).
 	PosID
+	// PosEarliest: the beginning of the topic ("earliest", as in a
+	// subscription's from). As From it is the same as PosNone; as To the
+	// range ends before the first event, so it is empty.
+	PosEarliest
+	// PosLatest: the end of the topic as of the request ("latest"). As To
+	// it is the same as PosNone; as From the range starts after the last
+	// event, so it is empty, as a subscription from latest sees nothing
+	// already stored.
+	PosLatest
 )
 
 // Position is one end of a replay range.
@@ -52,13 +61,20 @@ const maxBareSeq = 1_000_000_000_000 - 1
 //	<RFC 3339>        the same as ts:<RFC 3339>
 //	id:<event id>     an event id
 //	<uuid>            the same as id:<uuid>
+//	earliest          the beginning of the topic
+//	latest            its end as of the request
 //
 // The empty string is PosNone. A '+' of a time offset that arrived as a
 // space (an unescaped '+' in a query string) is accepted. Errors wrap
 // [ErrBadRequest].
 func ParsePosition(s string) (Position, error) {
-	if s == "" {
+	switch s {
+	case "":
 		return Position{}, nil
+	case facade.FromEarliest:
+		return Position{Kind: PosEarliest}, nil
+	case facade.FromLatest:
+		return Position{Kind: PosLatest}, nil
 	}
 	prefix, rest, hasPrefix := strings.Cut(s, ":")
 	if hasPrefix {
@@ -105,7 +121,7 @@ func ParsePosition(s string) (Position, error) {
 	if _, err := uuid.Parse(s); err == nil && len(s) == 36 {
 		return Position{Kind: PosID, ID: s}, nil
 	}
-	return Position{}, badPos(s, "want seq:<n>, ts:<RFC 3339 or epoch ms>, id:<event id>, or a bare sequence, time or uuid")
+	return Position{}, badPos(s, "want earliest, latest, seq:<n>, ts:<RFC 3339 or epoch ms>, id:<event id>, or a bare sequence, time or uuid")
 }
 
 func badPos(s, why string) error {
@@ -153,6 +169,10 @@ func (p Position) String() string {
 		return "ts:" + p.Time.UTC().Format(time.RFC3339Nano)
 	case PosID:
 		return "id:" + p.ID
+	case PosEarliest:
+		return facade.FromEarliest
+	case PosLatest:
+		return facade.FromLatest
 	}
 	return ""
 }

@@ -17,6 +17,9 @@ func TestParsePosition(t *testing.T) {
 		wantErr error
 	}{
 		{"", Position{}, nil},
+		{"earliest", Position{Kind: PosEarliest}, nil},
+		{"latest", Position{Kind: PosLatest}, nil},
+		{"Latest", Position{}, ErrBadRequest},
 		{"seq:123", Position{Kind: PosSeq, Seq: 123}, nil},
 		{"123", Position{Kind: PosSeq, Seq: 123}, nil},
 		{"999999999999", Position{Kind: PosSeq, Seq: 999999999999}, nil},
@@ -42,7 +45,6 @@ func TestParsePosition(t *testing.T) {
 		{"id:has space", Position{}, ErrBadRequest},
 		{"custom-id-1", Position{}, ErrBadRequest},
 		{"urn:uuid:0190a5b6-7c3d-7e4f-8a9b-0c1d2e3f4a5b", Position{}, ErrBadRequest},
-		{"latest", Position{}, ErrBadRequest},
 	}
 	for _, tc := range tests {
 		got, err := ParsePosition(tc.in)

@@ -76,6 +76,11 @@ func TestReplayRanges(t *testing.T) {
 		{"to before from", "topic=" + orders + "&from=seq:5&to=seq:4", nil},
 		{"time after the end", "topic=" + orders + "&from=ts:" + url.QueryEscape(time.Now().Add(time.Hour).Format(time.RFC3339)), nil},
 		{"compacted, keyed", "topic=process.state", []uint64{2, 3}},
+		{"earliest to latest", "topic=" + orders + "&from=earliest&to=latest", seqRange(1, 10)},
+		{"earliest to a seq", "topic=" + orders + "&from=earliest&to=seq:4", seqRange(1, 4)},
+		{"a seq to latest", "topic=" + orders + "&from=seq:8&to=latest", seqRange(8, 10)},
+		{"from latest: nothing already stored", "topic=" + orders + "&from=latest", nil},
+		{"to earliest: nothing", "topic=" + orders + "&to=earliest", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -30,8 +30,8 @@ func export(ctx context.Context, args []string, getenv func(string) string, stdo
 	f.str(&creds, "nats-creds", "NATS_CREDS", "", "NATS credentials file")
 	fs.StringVar(&dataDir, "data-dir", "", "read a stopped hub's data directory directly instead of connecting")
 	fs.StringVar(&topic, "topic", "", "topic to export (required)")
-	fs.StringVar(&from, "from", "", "first position, inclusive: seq:N, ts:RFC3339 or ts:<ms>, id:<uuid> (default: the first event)")
-	fs.StringVar(&to, "to", "", "last position: inclusive for seq and id, exclusive for ts (default: the last event now)")
+	fs.StringVar(&from, "from", "", "first position, inclusive: earliest, latest, seq:N, ts:RFC3339 or ts:<ms>, id:<uuid> (default: earliest)")
+	fs.StringVar(&to, "to", "", "last position: earliest, latest, or inclusive for seq and id, exclusive for ts (default: latest, the last event now)")
 	fs.IntVar(&limit, "limit", 0, "at most this many events (0: no limit)")
 	fs.StringVar(&out, "out", "-", "output file, or - for stdout")
 	if err := f.parse(args); err != nil {

@@ -194,4 +194,12 @@ func TestExportFromStoppedHubDataDir(t *testing.T) {
 			t.Fatalf("line %d: %s (%v)", i, l, err)
 		}
 	}
+	// The words a subscription's from takes work for both ends.
+	out.Reset()
+	if err := run(t.Context(), []string{"export", "-data-dir", dir, "-topic", "exp.t", "-from", "earliest", "-to", "latest"}, env(nil), &out, &errOut); err != nil {
+		t.Fatalf("earliest..latest: %v\n%s", err, errOut.String())
+	}
+	if all := strings.Split(strings.TrimSpace(out.String()), "\n"); len(all) < 4 {
+		t.Fatalf("earliest..latest exported %d lines", len(all))
+	}
 }
