@@ -40,6 +40,7 @@ type Bus struct {
 	// owned resources, nil when borrowed
 	ownConn bool
 	srv     *server.Server
+	dirLock *os.File // the embedded server's data directory, held until it stops
 	tempDir string
 
 	topicsMu sync.Mutex
@@ -126,13 +127,19 @@ func Open(ctx context.Context, oc OpenConfig) (*Bus, error) {
 	if sc.Logger == nil {
 		sc.Logger = oc.Bus.Logger
 	}
-	srv, err := StartServer(sc)
+	if err := checkEmbeddedReplicas(oc.Bus, sc); err != nil {
+		return nil, err
+	}
+	srv, lock, err := startServer(sc)
 	if err != nil {
 		return nil, err
 	}
 	stop := func() {
 		srv.Shutdown()
 		srv.WaitForShutdown()
+		if lock != nil {
+			lock.Close()
+		}
 		if sc.Memory {
 			os.RemoveAll(srv.StoreDir())
 		}
@@ -154,10 +161,29 @@ func Open(ctx context.Context, oc OpenConfig) (*Bus, error) {
 	}
 	b.ownConn = true
 	b.srv = srv
+	b.dirLock = lock
 	if sc.Memory {
 		b.tempDir = srv.StoreDir()
 	}
 	return b, nil
+}
+
+// checkEmbeddedReplicas refuses replicas beyond 1 on an embedded server
+// that is not part of a cluster: every stream create (and so every
+// publish) would fail later.
+func checkEmbeddedReplicas(c Config, sc ServerConfig) error {
+	if sc.Options != nil && (sc.Options.Cluster.Port != 0 || len(sc.Options.Routes) > 0) {
+		return nil
+	}
+	if c.Replicas > 1 {
+		return fmt.Errorf("%w: replicas %d needs a NATS cluster, and the embedded server is a single node: use replicas 1, or run against a cluster with -nats-url", ErrBadServerConfig, c.Replicas)
+	}
+	for _, t := range c.Topics {
+		if t.Replicas > 1 {
+			return fmt.Errorf("%w: topic %s: replicas %d needs a NATS cluster, and the embedded server is a single node: use replicas 1, or run against a cluster with -nats-url", ErrBadServerConfig, t.Pattern, t.Replicas)
+		}
+	}
+	return nil
 }
 
 // ping checks that JetStream answers.
@@ -233,6 +259,9 @@ func (b *Bus) Shutdown(ctx context.Context) error {
 	if b.srv != nil {
 		b.srv.Shutdown()
 		b.srv.WaitForShutdown()
+	}
+	if b.dirLock != nil {
+		b.dirLock.Close()
 	}
 	if b.tempDir != "" {
 		os.RemoveAll(b.tempDir)

@@ -177,10 +177,15 @@ func TestExportFromStoppedHubDataDir(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// While the hub runs, its directory is its own: export is refused.
+	var out, errOut bytes.Buffer
+	err = run(t.Context(), []string{"export", "-data-dir", dir, "-topic", "exp.t"}, env(nil), &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("export of a live hub's directory: %v", err)
+	}
 	if err := h.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	var out, errOut bytes.Buffer
 	if err := run(t.Context(), []string{"export", "-data-dir", dir, "-topic", "exp.t", "-from", "seq:2", "-to", "seq:4"}, env(nil), &out, &errOut); err != nil {
 		t.Fatalf("%v\n%s", err, errOut.String())
 	}
