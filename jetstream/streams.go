@@ -146,7 +146,12 @@ func (b *Bus) topicFromStream(ctx context.Context, topic string, s jetstream.Str
 // Provision creates the streams of configured topics now instead of on first
 // use: every topic pattern without wildcards, and every family stream. Then
 // plain NATS clients can publish to those topics before the hub has touched
-// them. Streams that exist already are left as they are.
+// them. Streams that exist already are left as they are, but for one thing:
+// a topic the configuration declares compacted whose stream (created
+// earlier, by a read or a publish before the declaration) keeps every
+// event. The hub's own stream of the topic is made compacted (it keeps the
+// newest event per key from then on); an operator's stream is not touched,
+// and Provision fails with the command that would do it.
 func (b *Bus) Provision(ctx context.Context) error {
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
@@ -161,10 +166,38 @@ func (b *Bus) Provision(ctx context.Context) error {
 				return fmt.Errorf("provision stream %s: %w", tc.Stream, translate(err))
 			}
 		case !strings.ContainsAny(tc.Pattern, "*>"):
-			if _, err := b.topic(ctx, tc.Pattern); err != nil {
+			ti, err := b.topic(ctx, tc.Pattern)
+			if err != nil {
 				return fmt.Errorf("provision %s: %w", tc.Pattern, err)
+			}
+			if tc.Compaction && !ti.compacted {
+				if err := b.compact(ctx, ti); err != nil {
+					return err
+				}
 			}
 		}
 	}
+	return nil
+}
+
+// compact makes the stream of a topic declared compacted keep one event per
+// subject, if it is the hub's own stream of that topic.
+func (b *Bus) compact(ctx context.Context, ti *topicInfo) error {
+	if ti.shared || ti.name != streamNameFor(ti.topic) {
+		return fmt.Errorf("%w: topic %s is configured with compaction, but stream %s keeps every event and is not the hub's own; "+
+			"to compact it run: nats stream edit %s --max-msgs-per-subject 1", facade.ErrNotCompacted, ti.topic, ti.name, ti.name)
+	}
+	info, err := ti.stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: stream %s: %w", facade.ErrUnavailable, ti.name, err)
+	}
+	sc := info.Config
+	sc.MaxMsgsPerSubject = 1
+	if _, err := b.js.UpdateStream(ctx, sc); err != nil {
+		return fmt.Errorf("compact stream %s of %s: %w", ti.name, ti.topic, translate(err))
+	}
+	b.forgetTopic(ti.topic)
+	b.log.Warn("stream made compacted, as configured: it keeps the newest event per key from now on",
+		"stream", ti.name, "topic", ti.topic)
 	return nil
 }

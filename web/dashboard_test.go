@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"image/png"
 	"os"
@@ -208,4 +209,22 @@ func TestDashboard(t *testing.T) {
 	if p := b.problems(); len(p) > 0 {
 		t.Errorf("the page reported problems:\n%s", strings.Join(p, "\n"))
 	}
+}
+
+// TestDashboardDoesNotCreateProcessState: opening the dashboard before
+// anything wrote process.state must not create the topic (its stream would
+// not be the compacted one the projector needs); the page waits for it and
+// subscribes once it exists.
+func TestDashboardDoesNotCreateProcessState(t *testing.T) {
+	st := newStack(t, "")
+	b := newBrowser(t)
+	b.do(t, "load the dashboard", chromedp.Navigate(st.srv.URL+"/"))
+	b.waitJS(t, "the page waits for the topic", `document.getElementById("conn").dataset.state === "waiting" &&
+		document.getElementById("conn").textContent.includes("does not exist yet")`)
+	if _, err := st.bus.LookupTopic(t.Context(), "process.state"); !errors.Is(err, facade.ErrNotFound) {
+		t.Fatalf("the dashboard created process.state (lookup: %v)", err)
+	}
+	p := newProcess("host-c", "late", 303, 1, 10, "alive")
+	st.publishState(t, p)
+	b.waitJS(t, "the row once the topic exists", rowJS(p.ProcessID)+`?.dataset.status === "alive"`)
 }

@@ -127,11 +127,38 @@ function startClient() {
   });
   showConn("connecting", "Connecting…");
   c.connect()
-    .then(() => c.subscribe(PROCESS_TOPIC, group, onProcessState, { from: "earliest", inactiveTimeoutMs: 60000 }))
+    .then(() => subscribeWhenTopicExists(c))
     .catch((err) => {
       if (c !== client) return;
       showConn("closed", closedText(err));
     });
+}
+
+// The page reads process.state; it never creates it. A subscription creates
+// a missing topic's stream, and one made here would keep every event where
+// the projector needs a compacted topic. So the page asks the ops endpoints
+// whether the topic exists, and waits for it (it appears when eventhub -demo
+// or a projector runs).
+const WAIT_FOR_TOPIC_MS = 3000;
+
+async function subscribeWhenTopicExists(c) {
+  while (c === client) {
+    try {
+      await opsGet(`/cursors?topic=${encodeURIComponent(PROCESS_TOPIC)}`);
+      break;
+    } catch (err) {
+      if (c !== client) return;
+      if (err.status === 404) {
+        showConn("waiting", `${PROCESS_TOPIC} does not exist yet: run eventhub -demo, or a projector`);
+      } else {
+        showConn("waiting", `Cannot tell whether ${PROCESS_TOPIC} exists (${err.message}); retrying`);
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, WAIT_FOR_TOPIC_MS));
+  }
+  if (c !== client) return;
+  showConn("open", "Connected");
+  await c.subscribe(PROCESS_TOPIC, group, onProcessState, { from: "earliest", inactiveTimeoutMs: 60000 });
 }
 
 function closedText(err) {
