@@ -2,6 +2,7 @@ package facade
 
 import (
 	"errors"
+	"strings"
 )
 
 // Error is an error with a stable code, the code that WebSocket ERR frames and
@@ -17,6 +18,23 @@ func (e *Error) Error() string {
 		return e.Code
 	}
 	return e.Code + ": " + e.Msg
+}
+
+// Detail is the text of err, which wraps fe, without fe's own "code: msg"
+// (the code travels on its own, in an ERR frame or a JSON error): for
+// fmt.Errorf("from: %w: position %q", ErrInvalidOption, p) it is
+// `from: position "…"`, not `from: bad_request: invalid option: …`. A bare
+// fe gives its Msg.
+func Detail(err error, fe *Error) string {
+	s := err.Error()
+	if s == fe.Error() {
+		return fe.Msg
+	}
+	full := fe.Error() + ": "
+	if i := strings.Index(s, full); i >= 0 {
+		return s[:i] + s[i+len(full):]
+	}
+	return strings.TrimPrefix(s, fe.Code+": ")
 }
 
 // Is reports whether target is an *Error with the same code.

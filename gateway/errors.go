@@ -186,7 +186,7 @@ func toWire(err error, fallback string) (code, msg string) {
 	var fe *facade.Error
 	if errors.As(err, &fe) {
 		if _, ok := codeIndex[fe.Code]; ok {
-			return fe.Code, trimCode(err.Error(), fe.Code)
+			return fe.Code, facade.Detail(err, fe)
 		}
 	}
 	switch {
@@ -196,12 +196,6 @@ func toWire(err error, fallback string) (code, msg string) {
 		return CodeClosed, err.Error()
 	}
 	return fallback, err.Error()
-}
-
-// trimCode drops a leading "code: " from a facade error's text, which
-// already travels in the code field.
-func trimCode(s, code string) string {
-	return strings.TrimPrefix(s, code+": ")
 }
 
 // httpStatus is the publish endpoint's status for code.

@@ -139,6 +139,11 @@ func TestErrorCodes(t *testing.T) {
 		if f.Code != code || f.Corr != wantCorr || f.Msg == "" {
 			t.Fatalf("%.80s: got ERR %s corr %q (%s), want %s corr %q", raw, f.Code, f.Corr, f.Msg, code, wantCorr)
 		}
+		// Messages speak the hub's words: no NATS internals, and the code
+		// is not repeated inside them.
+		if strings.Contains(f.Msg, "nats:") || strings.Contains(f.Msg, "err_code") || strings.Contains(f.Msg, code+":") {
+			t.Fatalf("%.80s: message %q", raw, f.Msg)
+		}
 	}
 	stillOpen := func(t *testing.T, c *wsClient) {
 		t.Helper()
@@ -298,6 +303,7 @@ func TestErrorCodes(t *testing.T) {
 		{CodeNotFound, "no group", func(t *testing.T) {
 			c := admin(t, std)
 			rawErr(t, c, `{"op":"CURSOR","corr":"k","topic":"nf.t","group":"nobody"}`, CodeNotFound, false)
+			rawErr(t, c, `{"op":"CURSOR","corr":"k","topic":"never.created","group":"nobody"}`, CodeNotFound, false)
 		}},
 		{CodeUnsupported, "no extender", func(t *testing.T) {
 			c := admin(t, plain)

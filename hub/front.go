@@ -129,7 +129,7 @@ func (h *Hub) startFront() error {
 // demo heartbeats.
 func (h *Hub) startWorkers(ctx, bg context.Context) error {
 	for _, cc := range h.cfg.Compactors {
-		cc.Logger = h.log.With("component", "compactor")
+		cc.Logger = h.log // the compactor names itself (component, source)
 		comp, err := compaction.Start(ctx, h.Bus, cc)
 		if err != nil {
 			return fmt.Errorf("compactor %s: %w", cc.Source, err)
@@ -137,9 +137,9 @@ func (h *Hub) startWorkers(ctx, bg context.Context) error {
 		h.compactors = append(h.compactors, comp)
 	}
 	if h.cfg.Projector || h.cfg.Demo {
-		p, err := projector.Start(ctx, h.Bus, projector.Config{Logger: h.log.With("component", "projector")})
+		p, err := projector.Start(ctx, h.Bus, projector.Config{Logger: h.log})
 		if err != nil {
-			return fmt.Errorf("projector: %w", err)
+			return err // the projector's errors name it
 		}
 		h.projector = p
 	}

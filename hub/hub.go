@@ -295,7 +295,7 @@ func (h *Hub) startComponents(ctx, bg context.Context) error {
 func (h *Hub) startOutbox(ctx, bg context.Context) error {
 	st, err := outbox.Open(ctx, h.cfg.OutboxURL)
 	if err != nil {
-		return fmt.Errorf("outbox: %w", err)
+		return err // the outbox's errors name it
 	}
 	oc := h.cfg.Outbox
 	oc.Logger = h.log

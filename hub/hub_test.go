@@ -118,3 +118,15 @@ func TestDashboardServedOnHTTPPort(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownOpsPathIsJSONNotFound: the ops port, and /ops/ on the HTTP
+// port, answer a path that is no endpoint as every other error, in JSON.
+func TestUnknownOpsPathIsJSONNotFound(t *testing.T) {
+	h := startHub(t, hub.Config{})
+	for _, url := range []string{"http://" + h.Addr("ops") + "/no-such", "http://" + h.Addr("http") + "/ops/no-such"} {
+		code, body := get(t, url, "")
+		if code != http.StatusNotFound || !strings.Contains(body, `"code":"not_found"`) {
+			t.Errorf("%s: %d %q", url, code, body)
+		}
+	}
+}

@@ -50,6 +50,7 @@ func (h *Hub) opsHandler() (http.Handler, error) {
 		return nil, err
 	}
 	oh.Register(mux)
+	mux.HandleFunc("/", oh.NotFound)
 	return mux, nil
 }
 

@@ -26,6 +26,9 @@ func (b *Bus) GetCursor(ctx context.Context, topic, group string) (*facade.Curso
 		return nil, err
 	}
 	cons, err := ti.stream.Consumer(ctx, consumerNameFor(group, topic, ti.shared))
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("%w: topic %s has no group %s", facade.ErrNotFound, topic, group)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("group %s of %s: %w", group, topic, translate(err))
 	}

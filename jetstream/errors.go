@@ -24,7 +24,7 @@ func translate(err error) error {
 	}
 	switch {
 	case errors.Is(err, nats.ErrMaxPayload):
-		return fmt.Errorf("%w: %w", facade.ErrTooLarge, err)
+		return fmt.Errorf("%w: the event is larger than the server's maximum message size", facade.ErrTooLarge)
 	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, jetstream.ErrConnectionClosed):
 		return fmt.Errorf("%w: %w", facade.ErrClosed, err)
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse),

@@ -87,7 +87,7 @@ func (b *Bus) lookupTopic(ctx context.Context, topic string, create bool) (*topi
 	case err == nil:
 		return b.streamTopic(ctx, topic, name)
 	case errors.Is(err, jetstream.ErrStreamNotFound) && !create:
-		return nil, fmt.Errorf("topic %s: %w", topic, translate(err))
+		return nil, fmt.Errorf("%w: topic %s does not exist (no stream captures it)", facade.ErrNotFound, topic)
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 	default:
 		return nil, fmt.Errorf("%w: find stream of %s: %w", facade.ErrUnavailable, topic, err)

@@ -439,7 +439,13 @@ type streamJSON struct {
 	Consumers   int               `json:"consumers"`
 	Groups      []streamGroupJSON `json:"groups"`
 	Description string            `json:"description,omitempty"`
+	// TopicsTruncated: the stream holds more than maxListedTopics topics;
+	// Topics lists some of them.
+	TopicsTruncated bool `json:"topicsTruncated,omitempty"`
 }
+
+// maxListedTopics bounds the topics /topics lists for one family stream.
+const maxListedTopics = 1000
 
 type topicsJSON struct {
 	Streams []streamJSON `json:"streams"`
@@ -485,6 +491,38 @@ func (h *Handler) topics(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.SortFunc(out.Streams, func(a, b streamJSON) int { return cmp.Compare(a.Name, b.Name) })
 	writeJSON(w, http.StatusOK, out)
+}
+
+// storedTopics adds to topics the topics a family stream (one with wildcard
+// subjects) holds events of, from the server's per-subject counts: a keyed
+// subject <topic>._k.<key> counts as its topic.
+func (h *Handler) storedTopics(ctx context.Context, si *njs.StreamInfo, topics map[string]bool) error {
+	if si.State.Msgs == 0 {
+		return nil
+	}
+	stream, err := h.bus.JetStream().Stream(ctx, si.Config.Name)
+	if err != nil {
+		return fmt.Errorf("%w: stream %s: %w", facade.ErrUnavailable, si.Config.Name, err)
+	}
+	for _, pattern := range si.Config.Subjects {
+		if !strings.ContainsAny(pattern, "*>") {
+			continue
+		}
+		info, err := stream.Info(ctx, njs.WithSubjectFilter(pattern))
+		if err != nil {
+			return fmt.Errorf("%w: subjects of %s: %w", facade.ErrUnavailable, si.Config.Name, err)
+		}
+		for subj := range info.State.Subjects {
+			if len(topics) > maxListedTopics {
+				return nil
+			}
+			topic, _, _ := strings.Cut(subj, "._k.")
+			if facade.ValidateTopic(topic) == nil {
+				topics[topic] = true
+			}
+		}
+	}
+	return nil
 }
 
 // describeStream builds a stream's entry; ok is false for a stream that
@@ -545,6 +583,12 @@ func (h *Handler) describeStream(ctx context.Context, si *njs.StreamInfo, config
 	if !ours {
 		return s, false, nil
 	}
+	if err := h.storedTopics(ctx, si, topics); err != nil {
+		return s, false, err
+	}
+	if len(topics) > maxListedTopics {
+		s.TopicsTruncated = true
+	}
 	for _, ci := range consumers {
 		t := ci.Config.Metadata[metaTopic]
 		if t != "" {
@@ -559,6 +603,9 @@ func (h *Handler) describeStream(ctx context.Context, si *njs.StreamInfo, config
 		s.Topics = append(s.Topics, t)
 	}
 	slices.Sort(s.Topics)
+	if len(s.Topics) > maxListedTopics {
+		s.Topics = s.Topics[:maxListedTopics]
+	}
 	slices.SortFunc(s.Groups, func(a, b streamGroupJSON) int {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Group, b.Group))
 	})

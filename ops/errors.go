@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/eventhub/eventhub/facade"
 )
@@ -60,7 +59,7 @@ func wireError(err error) (code, msg string) {
 	var fe *facade.Error
 	switch {
 	case errors.As(err, &fe):
-		return fe.Code, strings.TrimPrefix(err.Error(), fe.Code+": ")
+		return fe.Code, facade.Detail(err, fe)
 	case errors.Is(err, context.DeadlineExceeded):
 		return CodeUnavailable, err.Error()
 	}

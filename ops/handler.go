@@ -44,15 +44,20 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h.mux = http.NewServeMux()
 	h.Register(h.mux)
-	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		h.writeError(w, r, fmt.Errorf("%w: no endpoint %s", facade.ErrNotFound, r.URL.Path))
-	})
+	h.mux.HandleFunc("/", h.NotFound)
 	return h, nil
 }
 
 // ServeHTTP routes a request to its endpoint.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
+}
+
+// NotFound answers a path that is no endpoint with the JSON not_found of
+// every other ops error. A mux that Register mounted the endpoints on can
+// use it as its "/" handler.
+func (h *Handler) NotFound(w http.ResponseWriter, r *http.Request) {
+	h.writeError(w, r, fmt.Errorf("%w: no endpoint %s", facade.ErrNotFound, r.URL.Path))
 }
 
 // Register mounts the endpoints on mux (patterns "GET /cursors" and so on,

@@ -231,7 +231,7 @@ func Start(ctx context.Context, bus Bus, cfg Config) (*Projector, error) {
 		reqs:    make(chan request),
 	}
 	if _, err := facade.RequireCompacted(ctx, bus, cfg.States); err != nil {
-		return nil, fmt.Errorf("projector: states %w", err)
+		return nil, fmt.Errorf("projector: states topic: %w", err)
 	}
 	if err := p.rebuild(ctx); err != nil {
 		return nil, err

@@ -1,0 +1,106 @@
+package docscheck
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// imports the README's examples may use, by the name they use.
+var imports = map[string]string{
+	"context":   "context",
+	"json":      "encoding/json",
+	"log":       "log",
+	"time":      "time",
+	"facade":    "github.com/eventhub/eventhub/facade",
+	"jetstream": "github.com/eventhub/eventhub/jetstream",
+	"outbox":    "github.com/eventhub/eventhub/outbox",
+	"client":    "github.com/eventhub/eventhub/client",
+}
+
+var goBlock = regexp.MustCompile("(?s)```go\n(.*?)```")
+
+// TestREADMEGoExamplesCompile wraps each ```go block of README.md in a
+// function (with ctx in scope) and builds it against the module.
+func TestREADMEGoExamplesCompile(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := goBlock.FindAllStringSubmatch(string(readme), -1)
+	if len(blocks) == 0 {
+		t.Fatal("README.md has no Go example")
+	}
+	var body strings.Builder
+	used := map[string]bool{"context": true}
+	for i, b := range blocks {
+		fmt.Fprintf(&body, "func example%d(ctx context.Context) {\n%s}\n\n", i+1, b[1])
+		for name := range imports {
+			if regexp.MustCompile(`\b` + name + `\.`).MatchString(b[1]) {
+				used[name] = true
+			}
+		}
+	}
+	var src strings.Builder
+	src.WriteString("package main\n\nimport (\n")
+	for name := range used {
+		fmt.Fprintf(&src, "\t%q\n", imports[name])
+	}
+	src.WriteString(")\n\nfunc main() {}\n\n")
+	src.WriteString(body.String())
+
+	dir := t.TempDir()
+	file := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(file, []byte(src.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The example is built as a package inside the module (so that its
+	// imports resolve), without writing into the source tree.
+	target := filepath.Join(root, "internal", "docscheck", "readmeexample", "main.go")
+	overlay, _ := json.Marshal(map[string]map[string]string{"Replace": {target: file}})
+	ovFile := filepath.Join(dir, "overlay.json")
+	if err := os.WriteFile(ovFile, overlay, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "build", "-overlay", ovFile, "-o", os.DevNull, "./internal/docscheck/readmeexample")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the README's Go examples do not compile:\n%s\n%s", out, numbered(src.String()))
+	}
+}
+
+func numbered(s string) string {
+	var b strings.Builder
+	for i, l := range strings.Split(s, "\n") {
+		fmt.Fprintf(&b, "%4d %s\n", i+1, l)
+	}
+	return b.String()
+}
+
+// TestDockerBuildContextLeavesOutLocalState: the image's build context
+// must not carry a local data directory (events, possibly secrets) or the
+// repository history.
+func TestDockerBuildContextLeavesOutLocalState(t *testing.T) {
+	b, err := os.ReadFile("../../.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := map[string]bool{}
+	for _, l := range strings.Split(string(b), "\n") {
+		lines[strings.TrimSpace(l)] = true
+	}
+	for _, want := range []string{".git", "data"} {
+		if !lines[want] {
+			t.Errorf(".dockerignore does not leave out %s", want)
+		}
+	}
+}
