@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -106,7 +107,7 @@ func Open(ctx context.Context, oc OpenConfig) (*Bus, error) {
 			nats.Name("eventhub"),
 			nats.MaxReconnects(-1),
 			nats.RetryOnFailedConnect(false),
-		}, oc.NATSOptions...)
+		}, append(connectionLogging(oc.Bus.Logger), oc.NATSOptions...)...)
 		nc, err := nats.Connect(oc.URL, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("%w: connect %s: %w", facade.ErrUnavailable, RedactURL(oc.URL), err)
@@ -184,6 +185,29 @@ func checkEmbeddedReplicas(c Config, sc ServerConfig) error {
 		}
 	}
 	return nil
+}
+
+// connectionLogging logs when the connection to an external server drops
+// and when it is back, with the server and how long it was down.
+func connectionLogging(log *slog.Logger) []nats.Option {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var downSince atomic.Int64 // UnixNano; 0 while connected
+	return []nats.Option{
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			downSince.CompareAndSwap(0, time.Now().UnixNano())
+			log.Warn("NATS connection lost; reconnecting (publishes fail with unavailable while it is down)",
+				"server", RedactURL(nc.ConnectedUrlRedacted()), "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			var down time.Duration
+			if since := downSince.Swap(0); since != 0 {
+				down = time.Since(time.Unix(0, since)).Round(time.Millisecond)
+			}
+			log.Info("NATS connection restored", "server", RedactURL(nc.ConnectedUrlRedacted()), "down_for", down)
+		}),
+	}
 }
 
 // ping checks that JetStream answers.

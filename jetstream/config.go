@@ -39,6 +39,11 @@ type Config struct {
 	// event; it doubles per attempt up to MaxRetryBackoff (defaults 100ms, 10s).
 	RetryBackoff    time.Duration `yaml:"retryBackoff"`
 	MaxRetryBackoff time.Duration `yaml:"maxRetryBackoff"`
+	// DisconnectedWait bounds how long a publish waits for a lost NATS
+	// connection to come back before it fails with ErrUnavailable (default
+	// 2s). Without it a publish made while the server is unreachable hangs
+	// for the whole RequestTimeout.
+	DisconnectedWait time.Duration `yaml:"disconnectedWait"`
 	// IDSkew is how far around an event id's timestamp afterId resolution
 	// looks for the event (default 5s): ids made on clients with skewed clocks
 	// are still found.
@@ -161,6 +166,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.IDSkew <= 0 {
 		c.IDSkew = 5 * time.Second
+	}
+	if c.DisconnectedWait <= 0 {
+		c.DisconnectedWait = 2 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -61,6 +63,9 @@ func (b *Bus) prepare(ctx context.Context, topic string, payload json.RawMessage
 	if b.isClosed() {
 		return nil, nil, nil, facade.ErrClosed
 	}
+	if err := b.waitConnected(ctx); err != nil {
+		return nil, nil, nil, err
+	}
 	e, err := newRecord(topic, payload, opts)
 	if err != nil {
 		return nil, nil, nil, err
@@ -96,6 +101,36 @@ func (b *Bus) PublishAsync(ctx context.Context, topic string, payload json.RawMe
 	}
 	ti.obs.Published()
 	return &future{b: b, ti: ti, e: e, f: f}, nil
+}
+
+// waitConnected returns at once while the connection is up. While it is
+// down (the server unreachable, nats.go reconnecting) it waits up to
+// Config.DisconnectedWait for it to come back, then fails with
+// ErrUnavailable instead of letting the publish hang for the whole request
+// timeout.
+func (b *Bus) waitConnected(ctx context.Context) error {
+	if b.nc.Status() == nats.CONNECTED {
+		return nil
+	}
+	deadline := time.NewTimer(b.cfg.DisconnectedWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		switch st := b.nc.Status(); st {
+		case nats.CONNECTED:
+			return nil
+		case nats.CLOSED:
+			return facade.ErrClosed
+		}
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return fmt.Errorf("%w: the NATS connection is down (%s) and did not come back within %v", facade.ErrUnavailable, strings.ToLower(b.nc.Status().String()), b.cfg.DisconnectedWait)
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", facade.ErrUnavailable, ctx.Err())
+		}
+	}
 }
 
 type future struct {

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/eventhub/eventhub/hub"
 )
 
 // imports the README's examples may use, by the name they use.
@@ -101,6 +103,30 @@ func TestDockerBuildContextLeavesOutLocalState(t *testing.T) {
 	for _, want := range []string{".git", "data"} {
 		if !lines[want] {
 			t.Errorf(".dockerignore does not leave out %s", want)
+		}
+	}
+}
+
+var yamlBlock = regexp.MustCompile("(?s)```yaml\n(# eventhub -config.*?)```")
+
+// TestREADMEConfigExampleLoads: the README's configuration file example is
+// one the hub accepts (unknown keys are errors).
+func TestREADMEConfigExampleLoads(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := yamlBlock.FindAllStringSubmatch(string(readme), -1)
+	if len(blocks) == 0 {
+		t.Fatal("README.md has no configuration example")
+	}
+	for i, b := range blocks {
+		path := filepath.Join(t.TempDir(), "eventhub.yaml")
+		if err := os.WriteFile(path, []byte(b[1]), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := hub.LoadConfigFile(path); err != nil {
+			t.Errorf("example %d: %v\n%s", i+1, err, b[1])
 		}
 	}
 }
