@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/eventhub/eventhub/internal/testutil"
 )
 
 // topicPrincipal allows subscribing to the topics listed (every topic when
@@ -203,4 +206,62 @@ func (c *recordingConn) Write(p []byte) (int, error) {
 		c.l.lateBytes.Add(int64(len(p)))
 	}
 	return c.Conn.Write(p)
+}
+
+// TestDroppedConnectionSpendsNoAttemptOfUnsentEvents: when a connection
+// goes while EVENT frames are still queued, those events never reached the
+// client: handing them back must not count an attempt. With maxAttempts 1,
+// counting it would dead-letter each of them.
+func TestDroppedConnectionSpendsNoAttemptOfUnsentEvents(t *testing.T) {
+	bus := newBus(t)
+	g := newGateway(t, bus, Config{MaxInflightPerSub: 1000, OutboundQueue: 2000})
+	ws, _, err := dialRaw(t, g.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(f Frame) {
+		b, _ := Encode(&f)
+		if err := ws.WriteMessage(websocket.TextMessage, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(Frame{Op: OpAuth, Token: "t", Corr: "a"})
+	send(Frame{Op: OpSubscribe, Topic: "drop.t", Group: "g", Corr: "s",
+		Opts: json.RawMessage(`{"from":"earliest","maxAttempts":1,"ackTimeoutMs":60000}`)})
+	payload := `{"pad":"` + strings.Repeat("x", 64<<10) + `"}`
+	const n = 300 // ~19 MiB: most of it cannot be written to a client that does not read
+	for range n {
+		publish(t, bus, "drop.t", payload)
+	}
+	// The client reads nothing, then goes away.
+	testutil.CheckFor(t, 10*time.Second, func() error {
+		for _, sub := range g.Stats().Subscriptions {
+			if sub.Topic == "drop.t" && sub.InFlight == n {
+				return nil
+			}
+		}
+		return errors.New("not all delivered to the session yet")
+	})
+	ws.Close()
+
+	// Another member gets every event that was not written; only those the
+	// first client may have read were spent.
+	c := dialAuth(t, g.url, "")
+	c.ok(subscribeFrame("drop.t", "g", `{"from":"earliest","maxAttempts":1}`))
+	got := 0
+	for {
+		ev, ok := c.event(3 * time.Second)
+		if !ok {
+			break
+		}
+		if ev.Ctx.Attempt != 1 {
+			t.Fatalf("event %s came back as attempt %d", ev.Event.ID, ev.Ctx.Attempt)
+		}
+		got++
+		c.send(ackFrame(ev))
+	}
+	if got < n/2 {
+		t.Fatalf("only %d of %d events came back; the rest were spent although never written", got, n)
+	}
+	t.Logf("%d of %d events came back unspent", got, n)
 }

@@ -60,6 +60,7 @@ type subscription struct {
 // lease is one event in flight to the client.
 type lease struct {
 	sub      *subscription
+	frame    uint64 // the transport's number of its EVENT frame
 	id       string
 	topic    string // the event's topic (differs from sub.key.topic with opts.topics)
 	attempt  int
@@ -373,30 +374,40 @@ func (s *session) deliver(sub *subscription, e *facade.EventRecord, dc facade.De
 	deadline := time.Now().Add(sub.ackTimeout)
 	s.mu.Lock()
 	if sub.stopped {
-		// Unsubscribing: the bus hands the event back when the
-		// subscription stops.
+		// Unsubscribing or ending: the event never reaches the client.
 		s.mu.Unlock()
 		putBuf(buf)
+		if s.gw.rel != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), s.gw.cfg.RequestTimeout)
+			_ = s.gw.rel.Release(ctx, e.Topic, sub.key.group, e.ID)
+			cancel()
+		}
 		return
 	}
-	if l := sub.leases[e.ID]; l != nil {
+	l := sub.leases[e.ID]
+	if l != nil {
 		// A redelivery of an event still in flight here supersedes the
 		// old lease: one id is never in flight twice on a subscription.
 		l.attempt, l.deadline, l.topic = dc.Attempt, deadline, e.Topic
 		heap.Fix(&s.leases, l.index)
 	} else {
-		l := &lease{sub: sub, id: e.ID, topic: e.Topic, attempt: dc.Attempt, deadline: deadline}
+		l = &lease{sub: sub, id: e.ID, topic: e.Topic, attempt: dc.Attempt, deadline: deadline}
 		sub.leases[e.ID] = l
 		heap.Push(&s.leases, l)
 	}
 	s.armLocked(deadline)
 	if s.expired() {
 		// Leased but not sent: the session is ending, and hands it back.
+		l.frame = ^uint64(0)
 		s.mu.Unlock()
 		putBuf(buf)
 		return
 	}
-	res := s.t.Send(buf)
+	res, frame := s.t.SendNumbered(buf)
+	l.frame = frame
+	if res != sent {
+		l.frame = ^uint64(0) // never queued
+	}
 	s.mu.Unlock()
 	if res == queueFull {
 		s.slow()
@@ -468,6 +479,31 @@ func (s *session) stopSub(sub *subscription, leases []*lease, reason string) {
 	for _, l := range leases {
 		s.handBack(l, reason)
 	}
+	s.stopBusSub(sub)
+}
+
+// endSub is stopSub for a session whose connection is gone: events whose
+// EVENT frame was never written are released without spending an attempt
+// (the client never saw them); the others are handed back as attempts.
+func (s *session) endSub(sub *subscription, leases []*lease, reason string) {
+	written := s.t.Written()
+	for _, l := range leases {
+		if l.frame > written && s.gw.rel != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), s.gw.cfg.RequestTimeout)
+			err := s.gw.rel.Release(ctx, l.topic, l.sub.key.group, l.id)
+			cancel()
+			if err == nil {
+				continue
+			}
+			s.log.Debug("release", "topic", l.topic, "group", l.sub.key.group, "id", l.id, "err", err)
+		}
+		s.handBack(l, reason)
+	}
+	s.stopBusSub(sub)
+}
+
+// stopBusSub stops sub's bus subscription.
+func (s *session) stopBusSub(sub *subscription) {
 	if sub.unsub == nil {
 		return
 	}
@@ -705,7 +741,7 @@ func (s *session) end(reason string) {
 
 	var wg sync.WaitGroup
 	for _, st := range stops {
-		wg.Go(func() { s.stopSub(st.sub, st.leases, reason) })
+		wg.Go(func() { s.endSub(st.sub, st.leases, reason) })
 	}
 	wg.Wait()
 	if s.pubs != nil {

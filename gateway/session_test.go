@@ -55,6 +55,20 @@ func (f *fakeTransport) Abort(code int, reason string) {
 	f.Close(code, reason)
 }
 
+func (f *fakeTransport) SendNumbered(buf *[]byte) (sendResult, uint64) {
+	r := f.Send(buf)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return r, uint64(len(f.frames))
+}
+
+// Written: a fake writes every frame as it is sent.
+func (f *fakeTransport) Written() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return uint64(len(f.frames))
+}
+
 func (f *fakeTransport) Expire(final *[]byte, code int, reason string) {
 	f.Send(final)
 	f.Abort(code, reason)

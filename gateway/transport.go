@@ -18,6 +18,12 @@ type transport interface {
 	// Send queues one frame and takes ownership of buf (returned to
 	// bufPool once written). It never blocks.
 	Send(buf *[]byte) sendResult
+	// SendNumbered is Send that also returns the frame's number: frames
+	// are numbered from 1 in the order they are queued, and frame n has
+	// been written to the connection once Written() >= n.
+	SendNumbered(buf *[]byte) (sendResult, uint64)
+	// Written is how many frames have been written to the connection.
+	Written() uint64
 	// Close writes the frames already queued (bounded by the write
 	// timeout), then a close frame with code and reason, and closes the
 	// connection. Idempotent; the first call's code wins.
@@ -67,11 +73,15 @@ type wsTransport struct {
 	wt    time.Duration // write timeout
 	ping  time.Duration
 
-	qmu   sync.Mutex
-	q     []*[]byte // frames waiting, oldest first
-	max   int
-	wake  chan struct{} // capacity 1: the queue became non-empty
-	spare []*[]byte     // the writer's batch slice, reused
+	qmu    sync.Mutex
+	q      []*[]byte // frames waiting, oldest first
+	queued uint64    // frames queued so far (numbers frames)
+	// written counts the frames handed to the kernel; frames are
+	// written in the order they were queued.
+	written atomic.Uint64
+	max     int
+	wake    chan struct{} // capacity 1: the queue became non-empty
+	spare   []*[]byte     // the writer's batch slice, reused
 
 	mu      sync.Mutex
 	closing bool
@@ -95,26 +105,35 @@ func newWSTransport(ws *websocket.Conn, bc *wsbatch.Conn, queue int, writeTimeou
 }
 
 func (t *wsTransport) Send(buf *[]byte) sendResult {
+	r, _ := t.SendNumbered(buf)
+	return r
+}
+
+func (t *wsTransport) SendNumbered(buf *[]byte) (sendResult, uint64) {
 	select {
 	case <-t.closeCh:
 		putBuf(buf)
-		return sendClosing
+		return sendClosing, 0
 	default:
 	}
 	t.qmu.Lock()
 	if len(t.q) >= t.max {
 		t.qmu.Unlock()
 		putBuf(buf)
-		return queueFull
+		return queueFull, 0
 	}
 	t.q = append(t.q, buf)
+	t.queued++
+	n := t.queued
 	t.qmu.Unlock()
 	select {
 	case t.wake <- struct{}{}:
 	default:
 	}
-	return sent
+	return sent, n
 }
+
+func (t *wsTransport) Written() uint64 { return t.written.Load() }
 
 // take moves the queued frames into the writer's batch slice.
 func (t *wsTransport) take() []*[]byte {
@@ -247,10 +266,12 @@ func (t *wsTransport) writeBatch(batch []*[]byte) bool {
 	}
 	_ = t.ws.SetWriteDeadline(time.Now().Add(t.wt))
 	t.bconn.Hold()
+	var held uint64 // frames buffered in bconn, not yet flushed
 	for i, buf := range batch {
 		err := t.ws.WriteMessage(websocket.TextMessage, *buf)
 		putBuf(buf)
 		batch[i] = nil
+		held++
 		if err != nil {
 			_ = t.bconn.Release()
 			t.broken = true
@@ -267,6 +288,8 @@ func (t *wsTransport) writeBatch(batch []*[]byte) bool {
 				t.broken = true
 				return false
 			}
+			t.written.Add(held)
+			held = 0
 			t.bconn.Hold()
 		}
 	}
@@ -275,6 +298,7 @@ func (t *wsTransport) writeBatch(batch []*[]byte) bool {
 		t.log.Debug("flush failed", "err", err)
 		return false
 	}
+	t.written.Add(held)
 	return !t.abort.Load()
 }
 

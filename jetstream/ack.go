@@ -40,6 +40,26 @@ func (b *Bus) Nack(ctx context.Context, topic, group, id, reason string) (facade
 	return facade.Ack{ID: id, OK: true, Err: reason}, nil
 }
 
+// Release hands an event delivered to a ManualAck subscription of this bus
+// back to its group without counting the delivery as an attempt: for
+// events that never reached the consumer (the gateway releases those it had
+// queued but not written when a connection drops). It is redelivered at
+// after the retry backoff (as a NACK would be, so that a member that is
+// stopping does not get it back), with the same attempt number, to this or
+// another member.
+func (b *Bus) Release(ctx context.Context, topic, group, id string) error {
+	s, d, err := b.inflight(topic, group, id)
+	if err != nil {
+		return err
+	}
+	b.released.add(d.key)
+	if err := d.msg.NakWithDelay(b.cfg.RetryBackoff); err != nil {
+		return fmt.Errorf("release %s: %w", id, translate(err))
+	}
+	s.floor.drop(d.rec.Seq)
+	return nil
+}
+
 // inflight finds and takes the delivery of id among this bus's members of
 // group.
 func (b *Bus) inflight(topic, group, id string) (*subscription, *delivery, error) {
@@ -95,6 +115,7 @@ func (s *subscription) deadLetter(d *delivery, reason string) {
 		return
 	}
 	s.floor.ack(e.Seq)
+	s.b.released.forget(d.key)
 }
 
 // deadLetterID derives the dead-letter event's id from the event and the

@@ -51,6 +51,8 @@ type Bus struct {
 	subs   map[groupKey][]*subscription
 	closed bool
 
+	released released // deliveries that reached no one, not counted as attempts
+
 	wg sync.WaitGroup // subscriptions' goroutines
 }
 

@@ -39,6 +39,7 @@ type subscription struct {
 type delivery struct {
 	msg     jetstream.Msg
 	rec     *facade.EventRecord
+	key     releaseKey
 	attempt int
 	// deadline is when JetStream redelivers the event unless it is acked
 	// (ManualAck: moved by Extend; guarded by the subscription's mu).
@@ -222,18 +223,24 @@ func (s *subscription) run(cc jetstream.ConsumeContext) {
 
 // onMsg runs on the pull loop's goroutine, one message at a time.
 func (s *subscription) onMsg(msg jetstream.Msg) {
-	if s.ctx.Err() != nil {
-		// Stopping: hand buffered events back at once.
-		_ = msg.Nak()
-		return
-	}
 	meta, err := msg.Metadata()
 	if err != nil {
 		s.b.log.Error("message without metadata", "topic", s.ti.topic, "err", err)
 		return
 	}
+	key := keyOf(meta)
+	if s.ctx.Err() != nil {
+		// Stopping: hand buffered events back at once, uncounted.
+		s.b.released.add(key)
+		_ = msg.Nak()
+		return
+	}
+	attempt := int(meta.NumDelivered)
+	if attempt > 1 {
+		attempt -= s.b.released.count(key)
+	}
 	rec := fromMsg(msg.Subject(), msg.Headers(), msg.Data(), meta.Sequence.Stream, meta.Timestamp)
-	d := &delivery{msg: msg, rec: rec, attempt: int(meta.NumDelivered), deadline: time.Now().Add(s.opts.AckTimeout())}
+	d := &delivery{msg: msg, rec: rec, key: key, attempt: attempt, deadline: time.Now().Add(s.opts.AckTimeout())}
 	if d.attempt > s.opts.MaxAttempts {
 		// The last attempt's ack deadline passed.
 		s.deadLetter(d, "ack deadline passed on the last attempt")
@@ -248,6 +255,7 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 	s.obs.Delivered()
 	t0 := time.Now()
 	if !s.admit(d) {
+		s.b.released.add(key) // stopping before it reached the handler
 		_ = msg.Nak()
 		return
 	}
@@ -373,6 +381,7 @@ func (s *subscription) ack(d *delivery) error {
 	}
 	s.obs.Acked(time.Since(time.UnixMilli(d.rec.TS)))
 	s.floor.ack(d.rec.Seq)
+	s.b.released.forget(d.key)
 	return nil
 }
 
