@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,5 +74,12 @@ func TestMalformedEnvironmentIsRefused(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "WS_PORT") {
 		t.Fatalf("WS_PORT=80a: %v\n%s", err, out)
+	}
+}
+
+func TestHealthcheckFailsWhenNothingIsReady(t *testing.T) {
+	err := run(t.Context(), []string{"healthcheck", "-ops-port", "1", "-timeout", "500ms"}, env(nil), io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "not ready") {
+		t.Fatalf("healthcheck with no hub: %v", err)
 	}
 }

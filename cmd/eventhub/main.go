@@ -3,6 +3,7 @@
 //
 //	eventhub [serve] [flags]   run the hub (the default)
 //	eventhub export -topic T   export a topic's events as NDJSON
+//	eventhub healthcheck       succeed when the local hub is ready
 //	eventhub token -scopes S   mint a development HS256 token
 //	eventhub version           print the version
 //
@@ -46,6 +47,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return export(ctx, args, getenv, stdout, stderr)
 	case "token":
 		return token(args, getenv, stdout, stderr)
+	case "healthcheck":
+		return healthcheck(ctx, args, getenv, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, version())
 		return nil
@@ -60,4 +63,5 @@ const usage = `usage:
   eventhub [serve] [flags]   run the hub (eventhub serve -h lists the flags)
   eventhub export -topic T   write a topic's events (-from, -to, -limit) as NDJSON to -out
   eventhub token -scopes S   mint a development HS256 token signed with $JWT_SECRET
+  eventhub healthcheck       exit 0 when the hub on this machine is ready (GET /readyz)
   eventhub version           print the version`
