@@ -39,6 +39,12 @@ type Config struct {
 	// event; it doubles per attempt up to MaxRetryBackoff (defaults 100ms, 10s).
 	RetryBackoff    time.Duration `yaml:"retryBackoff"`
 	MaxRetryBackoff time.Duration `yaml:"maxRetryBackoff"`
+	// ElectionWait bounds how long a publish keeps retrying while its
+	// stream has no leader (a NATS node failed and the stream's replicas
+	// are electing a new one, typically within a few seconds): the caller
+	// sees latency, not an error (default 15s; a ctx deadline caps it).
+	// Retries carry the event's Nats-Msg-Id, so they store it once.
+	ElectionWait time.Duration `yaml:"electionWait"`
 	// DisconnectedWait bounds how long a publish waits for a lost NATS
 	// connection to come back before it fails with ErrUnavailable (default
 	// 2s). Without it a publish made while the server is unreachable hangs
@@ -166,6 +172,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.IDSkew <= 0 {
 		c.IDSkew = 5 * time.Second
+	}
+	if c.ElectionWait <= 0 {
+		c.ElectionWait = 15 * time.Second
 	}
 	if c.DisconnectedWait <= 0 {
 		c.DisconnectedWait = 2 * time.Second

@@ -22,16 +22,7 @@ func (b *Bus) Publish(ctx context.Context, topic string, payload json.RawMessage
 	if err != nil {
 		return nil, err
 	}
-	// nats.go applies Config.RequestTimeout to a ctx without a deadline.
-	ack, err := b.js.PublishMsg(ctx, msg)
-	if errors.Is(err, jetstream.ErrNoStreamResponse) {
-		// The stream may have been deleted since it was cached: provision it
-		// again and retry once. The id makes the retry idempotent.
-		b.forgetTopic(ti.topic)
-		if _, err2 := b.topic(ctx, topic); err2 == nil {
-			ack, err = b.js.PublishMsg(ctx, msg)
-		}
-	}
+	ack, err := b.publishMsg(ctx, ti, msg)
 	if err != nil {
 		return nil, fmt.Errorf("publish %s: %w", topic, translate(err))
 	}
@@ -41,6 +32,83 @@ func (b *Bus) Publish(ctx context.Context, topic string, payload json.RawMessage
 	e.Seq = ack.Sequence
 	ti.obs.Published()
 	return e, nil
+}
+
+// publishMsg stores msg, riding through a leader election of its stream:
+// while JetStream does not answer (no leader, or the leader's node gone),
+// it retries with the same message (the same Nats-Msg-Id, so a retry of a
+// publish that was in fact stored is deduplicated) for up to
+// Config.ElectionWait, or the ctx deadline. It logs the loss of the leader
+// and, once a retry goes through, how long it took.
+func (b *Bus) publishMsg(ctx context.Context, ti *topicInfo, msg *nats.Msg) (*jetstream.PubAck, error) {
+	start := time.Now()
+	deadline := start.Add(b.cfg.ElectionWait)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	attemptTimeout := min(b.cfg.RequestTimeout, 3*time.Second)
+	reprovisioned := false
+	backoff := 50 * time.Millisecond
+	for tries := 1; ; tries++ {
+		actx, cancel := context.WithTimeout(ctx, min(attemptTimeout, max(time.Until(deadline), time.Millisecond)))
+		ack, err := b.js.PublishMsg(actx, msg)
+		cancel()
+		if err == nil {
+			if tries > 1 {
+				b.log.Info("publish went through after the stream's leader was lost",
+					"stream", ti.name, "topic", ti.topic, "waited", time.Since(start).Round(time.Millisecond), "tries", tries)
+			}
+			return ack, nil
+		}
+		if errors.Is(err, jetstream.ErrNoStreamResponse) && !reprovisioned && ti.stream.CachedInfo().Config.Replicas <= 1 {
+			// A single-replica stream that no one answers for may have been
+			// deleted since it was cached: provision it again. (A
+			// replicated one is electing a leader: retry below.)
+			// (Bounded like one attempt: in a cluster that lost a node the
+			// lookup itself may wait for a leader.)
+			reprovisioned = true
+			b.forgetTopic(ti.topic)
+			pctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+			nti, err2 := b.topic(pctx, ti.topic)
+			cancel()
+			if err2 == nil {
+				ti = nti
+			}
+		}
+		if !leaderLost(err) || ctx.Err() != nil || time.Now().Add(backoff).After(deadline) {
+			if tries > 1 {
+				return nil, fmt.Errorf("%w (after %d tries over %v: the stream had no leader)", err, tries, time.Since(start).Round(time.Millisecond))
+			}
+			return nil, err
+		}
+		if tries == 1 {
+			b.log.Warn("stream has no leader (a node failed or an election is running); retrying the publish",
+				"stream", ti.name, "topic", ti.topic, "err", err, "for_up_to", time.Until(deadline).Round(time.Millisecond))
+		}
+		if err := b.waitConnected(ctx); err != nil {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// leaderLost reports whether a publish error means JetStream had no one to
+// store it just then (a stream without a leader, a node gone mid-request),
+// which a retry soon can fix.
+func leaderLost(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+		return true
+	}
+	if ae, ok := errors.AsType[*jetstream.APIError](err); ok {
+		return ae.ErrorCode == 10008 // JetStream system temporarily unavailable
+	}
+	return false
 }
 
 // stored answers a publish that JetStream found to be a duplicate (same id

@@ -1,0 +1,240 @@
+package natstest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Cluster is a NATS cluster of separate nats-server processes on loopback,
+// with routes between all nodes and JetStream on file storage. Nodes can be
+// killed (-9), stopped, started and restarted one at a time; each keeps its
+// ports and store across restarts.
+type Cluster struct {
+	t     testing.TB
+	bin   string
+	Nodes []*Node
+}
+
+// Node is one server of a Cluster.
+type Node struct {
+	Name                  string
+	ClientPort, RoutePort int
+	Dir                   string
+	conf                  string
+	mu                    sync.Mutex
+	cmd                   *exec.Cmd
+	log                   *lockedBuffer
+}
+
+// lockedBuffer collects a process's output while tests read it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// StartCluster starts n nodes (3 for JetStream quorum) and waits until
+// JetStream answers through every node. They are killed at cleanup.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, bin: Binary(t)}
+	for i := range n {
+		c.Nodes = append(c.Nodes, &Node{
+			Name: "n" + strconv.Itoa(i+1), ClientPort: freePort(t), RoutePort: freePort(t), Dir: t.TempDir(),
+		})
+	}
+	var routes []string
+	for _, nd := range c.Nodes {
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", nd.RoutePort))
+	}
+	for _, nd := range c.Nodes {
+		conf := fmt.Sprintf(`server_name: %s
+listen: 127.0.0.1:%d
+cluster {
+  name: eventhub-test
+  listen: 127.0.0.1:%d
+  routes: [%s]
+}
+jetstream {
+  store_dir: %q
+}
+`, nd.Name, nd.ClientPort, nd.RoutePort, strings.Join(routes, ", "), nd.Dir)
+		nd.conf = filepath.Join(nd.Dir, "node.conf")
+		if err := os.WriteFile(nd.conf, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range c.Nodes {
+		c.startNode(i)
+	}
+	t.Cleanup(func() {
+		for i := range c.Nodes {
+			c.Kill(i)
+		}
+	})
+	c.WaitReady()
+	return c
+}
+
+// URL lists every node's client URL, for a client that fails over.
+func (c *Cluster) URL() string {
+	var us []string
+	for _, nd := range c.Nodes {
+		us = append(us, nd.URL())
+	}
+	return strings.Join(us, ",")
+}
+
+// URL is the node's client URL.
+func (nd *Node) URL() string { return "nats://127.0.0.1:" + strconv.Itoa(nd.ClientPort) }
+
+func (c *Cluster) startNode(i int) {
+	c.t.Helper()
+	nd := c.Nodes[i]
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	if nd.cmd != nil {
+		return
+	}
+	nd.log = &lockedBuffer{}
+	nd.cmd = exec.Command(c.bin, "-c", nd.conf)
+	nd.cmd.Stdout, nd.cmd.Stderr = nd.log, nd.log
+	if err := nd.cmd.Start(); err != nil {
+		c.t.Fatalf("natstest: start %s: %v", nd.Name, err)
+	}
+}
+
+// Start starts node i again (same ports and store).
+func (c *Cluster) Start(i int) { c.startNode(i) }
+
+// Kill ends node i with SIGKILL: no goodbye to clients or peers.
+func (c *Cluster) Kill(i int) { c.signal(i, syscall.SIGKILL) }
+
+// Stop ends node i gracefully (SIGTERM, lame duck skipped).
+func (c *Cluster) Stop(i int) { c.signal(i, syscall.SIGTERM) }
+
+// Restart stops node i gracefully and starts it again.
+func (c *Cluster) Restart(i int) {
+	c.Stop(i)
+	c.Start(i)
+}
+
+func (c *Cluster) signal(i int, sig syscall.Signal) {
+	nd := c.Nodes[i]
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	if nd.cmd == nil || nd.cmd.Process == nil {
+		return
+	}
+	_ = nd.cmd.Process.Signal(sig)
+	_ = nd.cmd.Wait()
+	nd.cmd = nil
+}
+
+// Running reports whether node i runs.
+func (c *Cluster) Running(i int) bool {
+	nd := c.Nodes[i]
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return nd.cmd != nil
+}
+
+// WaitReady waits until JetStream answers through every running node.
+func (c *Cluster) WaitReady() {
+	c.t.Helper()
+	for i, nd := range c.Nodes {
+		if !c.Running(i) {
+			continue
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			err := jsReady(nd.URL())
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.t.Fatalf("natstest: %s: JetStream not ready: %v\n%s", nd.Name, err, nd.Log())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+func jsReady(url string) error {
+	nc, err := nats.Connect(url, nats.Timeout(time.Second))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err = js.AccountInfo(ctx)
+	return err
+}
+
+// Log is what node i's process printed.
+func (nd *Node) Log() string {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	if nd.log == nil {
+		return ""
+	}
+	return nd.log.String()
+}
+
+// StreamLeader is the index of the node that leads stream, or -1 while it
+// has none.
+func (c *Cluster) StreamLeader(stream string) int {
+	for i, nd := range c.Nodes {
+		if !c.Running(i) {
+			continue
+		}
+		nc, err := nats.Connect(nd.URL(), nats.Timeout(time.Second))
+		if err != nil {
+			continue
+		}
+		js, _ := jetstream.New(nc)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		s, err := js.Stream(ctx, stream)
+		cancel()
+		nc.Close()
+		if err != nil || s.CachedInfo().Cluster == nil {
+			continue
+		}
+		for j, n := range c.Nodes {
+			if n.Name == s.CachedInfo().Cluster.Leader {
+				return j
+			}
+		}
+		return -1
+	}
+	return -1
+}
