@@ -150,9 +150,26 @@ func (c *Cluster) signal(i int, sig syscall.Signal) {
 	if nd.cmd == nil || nd.cmd.Process == nil {
 		return
 	}
+	_ = nd.cmd.Process.Signal(syscall.SIGCONT) // a paused node cannot act on SIGTERM
 	_ = nd.cmd.Process.Signal(sig)
 	_ = nd.cmd.Wait()
 	nd.cmd = nil
+}
+
+// Pause freezes node i (SIGSTOP): it keeps its sockets but answers no one,
+// as a node cut off by a network partition does.
+func (c *Cluster) Pause(i int) { c.freeze(i, syscall.SIGSTOP) }
+
+// Resume lets a paused node i run again (SIGCONT): the partition heals.
+func (c *Cluster) Resume(i int) { c.freeze(i, syscall.SIGCONT) }
+
+func (c *Cluster) freeze(i int, sig syscall.Signal) {
+	nd := c.Nodes[i]
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	if nd.cmd != nil && nd.cmd.Process != nil {
+		_ = nd.cmd.Process.Signal(sig)
+	}
 }
 
 // Running reports whether node i runs.
