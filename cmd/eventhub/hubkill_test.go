@@ -53,7 +53,9 @@ func TestHubKilledWhileClientsHoldDeliveries(t *testing.T) {
 	envB := env(wsB, opsB)
 	ctx, stopB := context.WithCancel(context.Background())
 	bDone := make(chan error, 1)
-	go func() { bDone <- run(ctx, []string{"serve"}, func(k string) string { return envB[k] }, io.Discard, io.Discard) }()
+	go func() {
+		bDone <- run(ctx, []string{"serve"}, func(k string) string { return envB[k] }, io.Discard, io.Discard)
+	}()
 	t.Cleanup(func() { stopB(); <-bDone })
 	for _, ops := range []int{opsA, opsB} {
 		testutil.CheckFor(t, 60*time.Second, func() error {
