@@ -214,32 +214,8 @@ func TestRollingRestartWhilePublishingAndConsuming(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = unsub(context.Background()) })
 	}
-	var acked sync.Map
-	var nAcked, nErrors atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for h, b := range hubs {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				id := fmt.Sprintf("r%d-%d", h, i)
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				_, err := b.Publish(ctx, topic, json.RawMessage(`{"n":1}`), facade.PublishOptions{ID: id})
-				cancel()
-				if err != nil {
-					nErrors.Add(1)
-					t.Logf("publish %s: %v", id, err)
-					continue
-				}
-				acked.Store(id, true)
-				nAcked.Add(1)
-			}
-		})
-	}
+	p := startPublishers(t, hubs, topic, "r")
+	acked, nAcked, nErrors := &p.acked, &p.nAcked, &p.nErrors
 	for i := range c.Nodes {
 		before := nAcked.Load()
 		testutil.CheckFor(t, 60*time.Second, func() error {
@@ -258,8 +234,7 @@ func TestRollingRestartWhilePublishingAndConsuming(t *testing.T) {
 		}
 		return nil
 	})
-	close(stop)
-	wg.Wait()
+	p.stop()
 	seen := streamIDs(t, c, ti.StreamName)
 	lost := 0
 	acked.Range(func(k, _ any) bool {
@@ -298,32 +273,8 @@ func TestPartitionedLeaderCannotAcknowledge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var acked sync.Map
-	var nAcked, nErrors atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for h, b := range hubs {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				id := fmt.Sprintf("p%d-%d", h, i)
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				_, err := b.Publish(ctx, topic, json.RawMessage(`{"n":1}`), facade.PublishOptions{ID: id})
-				cancel()
-				if err != nil {
-					nErrors.Add(1)
-					t.Logf("publish %s: %v", id, err)
-					continue
-				}
-				acked.Store(id, true)
-				nAcked.Add(1)
-			}
-		})
-	}
+	p := startPublishers(t, hubs, topic, "p")
+	acked, nAcked, nErrors := &p.acked, &p.nAcked, &p.nErrors
 	waitMore := func(k int64) {
 		before := nAcked.Load()
 		testutil.CheckFor(t, 60*time.Second, func() error {
@@ -343,8 +294,7 @@ func TestPartitionedLeaderCannotAcknowledge(t *testing.T) {
 	waitMore(300)
 	c.Resume(leader)
 	waitMore(300)
-	close(stop)
-	wg.Wait()
+	p.stop()
 	c.WaitReady()
 	seen := streamIDs(t, c, ti.StreamName)
 	bad := 0
@@ -362,4 +312,47 @@ func TestPartitionedLeaderCannotAcknowledge(t *testing.T) {
 	if e := nErrors.Load(); e > nAcked.Load()/100 {
 		t.Fatalf("%d publishes failed", e)
 	}
+}
+
+// publishers publish to a topic through every hub, one goroutine each, with
+// ids of their own (a retry by the hub is the same event), until stop.
+type publishers struct {
+	acked           sync.Map // id → true for every acknowledged publish
+	nAcked, nErrors atomic.Int64
+	done            chan struct{}
+	stopOnce        sync.Once
+	wg              sync.WaitGroup
+}
+
+func startPublishers(t *testing.T, hubs []*jetstream.Bus, topic, prefix string) *publishers {
+	p := &publishers{done: make(chan struct{})}
+	t.Cleanup(p.stop) // also when the test fails early
+	for h, b := range hubs {
+		p.wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-p.done:
+					return
+				default:
+				}
+				id := fmt.Sprintf("%s%d-%d", prefix, h, i)
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				_, err := b.Publish(ctx, topic, json.RawMessage(`{"n":1}`), facade.PublishOptions{ID: id})
+				cancel()
+				if err != nil {
+					p.nErrors.Add(1)
+					t.Logf("publish %s: %v", id, err)
+					continue
+				}
+				p.acked.Store(id, true)
+				p.nAcked.Add(1)
+			}
+		})
+	}
+	return p
+}
+
+func (p *publishers) stop() {
+	p.stopOnce.Do(func() { close(p.done) })
+	p.wg.Wait()
 }

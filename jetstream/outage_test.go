@@ -1,13 +1,11 @@
 package jetstream_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,31 +17,13 @@ import (
 	"github.com/eventhub/eventhub/jetstream"
 )
 
-// lockedBuffer is a log sink the bus's handlers and the test share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestExternalOutageIsLoggedAndFailsFast: losing the external server is
 // logged (and its return, with how long it was down), and publishes made
 // meanwhile fail with unavailable after DisconnectedWait instead of hanging
 // for the request timeout.
 func TestExternalOutageIsLoggedAndFailsFast(t *testing.T) {
 	p := natstest.StartProcess(t)
-	var logs lockedBuffer
+	var logs testutil.Buffer
 	b, err := jetstream.Open(t.Context(), jetstream.OpenConfig{
 		URL:         p.URL(),
 		NATSOptions: []nats.Option{nats.ReconnectWait(100 * time.Millisecond)},

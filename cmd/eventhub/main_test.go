@@ -7,32 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/eventhub/eventhub/acl"
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/hub"
+	"github.com/eventhub/eventhub/internal/testutil"
 )
 
-// syncBuffer is a bytes.Buffer safe for the logger and the test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is output the program and the test share.
+type syncBuffer = testutil.Buffer
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 

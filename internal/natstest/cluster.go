@@ -1,7 +1,6 @@
 package natstest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventhub/eventhub/internal/testutil"
 )
 
 // Cluster is a NATS cluster of separate nats-server processes on loopback,
@@ -36,25 +37,7 @@ type Node struct {
 	conf                  string
 	mu                    sync.Mutex
 	cmd                   *exec.Cmd
-	log                   *lockedBuffer
-}
-
-// lockedBuffer collects a process's output while tests read it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	log                   *testutil.Buffer
 }
 
 // StartCluster starts n nodes (3 for JetStream quorum) and waits until
@@ -120,7 +103,7 @@ func (c *Cluster) startNode(i int) {
 	if nd.cmd != nil {
 		return
 	}
-	nd.log = &lockedBuffer{}
+	nd.log = &testutil.Buffer{}
 	nd.cmd = exec.Command(c.bin, "-c", nd.conf)
 	nd.cmd.Stdout, nd.cmd.Stderr = nd.log, nd.log
 	if err := nd.cmd.Start(); err != nil {

@@ -2,10 +2,12 @@
 package testutil
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -67,4 +69,24 @@ func leakedGoroutines(markers []string) []string {
 		}
 	}
 	return leaked
+}
+
+// Buffer collects output (a process's, a logger's) that a test reads while
+// it is still being written.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *Buffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String is what was written so far.
+func (l *Buffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
