@@ -67,6 +67,9 @@ func New(nc *nats.Conn, cfg Config) (*Bus, error) {
 	if err := checkServerVersion(nc); err != nil {
 		return nil, err
 	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = defaultReplicas(nc)
+	}
 	js, err := jetstream.New(nc,
 		jetstream.WithPublishAsyncMaxPending(cfg.PublishAsyncMaxPending),
 		jetstream.WithDefaultTimeout(cfg.RequestTimeout),
@@ -169,6 +172,15 @@ func Open(ctx context.Context, oc OpenConfig) (*Bus, error) {
 		b.tempDir = srv.StoreDir()
 	}
 	return b, nil
+}
+
+// defaultReplicas is 3 on a cluster of three or more nodes (so that a
+// node can fail without losing an acknowledged event), else 1.
+func defaultReplicas(nc *nats.Conn) int {
+	if nc.ConnectedClusterName() != "" && len(nc.Servers()) >= 3 {
+		return 3
+	}
+	return 1
 }
 
 // checkEmbeddedReplicas refuses replicas beyond 1 on an embedded server

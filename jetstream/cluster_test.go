@@ -19,13 +19,13 @@ import (
 	"github.com/eventhub/eventhub/jetstream"
 )
 
-// openOnCluster opens a bus (a hub's) on the cluster, with R3 streams.
+// openOnCluster opens a bus (a hub's) on the cluster, with its default
+// replicas: 3 on a cluster of three.
 func openOnCluster(t *testing.T, c *natstest.Cluster) *jetstream.Bus {
 	t.Helper()
 	b, err := jetstream.Open(t.Context(), jetstream.OpenConfig{
 		URL:         c.URL(),
 		NATSOptions: []nats.Option{nats.ReconnectWait(100 * time.Millisecond)},
-		Bus:         jetstream.Config{Replicas: 3},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +48,13 @@ func TestPublishesRideThroughLeaderKills(t *testing.T) {
 		t.Fatal(err)
 	}
 	stream := ti.StreamName
+	info, err := ti.Stream.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Config.Replicas != 3 {
+		t.Fatalf("a stream created on a three-node cluster without a replicas setting has %d replicas, want 3", info.Config.Replicas)
+	}
 
 	var (
 		acked   sync.Map // id → true, for every publish the hub acknowledged

@@ -22,7 +22,9 @@ type Config struct {
 	// Storage is the default storage of created streams: "file" (default) or
 	// "memory".
 	Storage string `yaml:"storage"`
-	// Replicas is the default replica count of created streams (1, 3 or 5).
+	// Replicas is the default replica count of created streams (1, 3 or
+	// 5). Unset, it is 3 when the server is part of a cluster of three or
+	// more nodes, else 1.
 	Replicas int `yaml:"replicas"`
 	// PublishAsyncMaxPending is the window of unacknowledged async
 	// publishes (default 4000).
@@ -148,9 +150,6 @@ func validReplicas(n int) error {
 func (c Config) withDefaults() Config {
 	if c.Storage == "" {
 		c.Storage = "file"
-	}
-	if c.Replicas == 0 {
-		c.Replicas = 1
 	}
 	if c.PublishAsyncMaxPending <= 0 {
 		c.PublishAsyncMaxPending = 4000
