@@ -131,7 +131,7 @@ func (env *benchEnv) hub(b *testing.B, topic string, conns, groups, target int) 
 	}()
 	var delivered atomic.Int64
 	done := make(chan struct{})
-	h := func(context.Context, *facade.EventRecord, facade.DeliveryContext) error {
+	h := func(context.Context, facade.Delivery) error {
 		if delivered.Add(1) == int64(target) {
 			close(done)
 		}
@@ -168,14 +168,14 @@ func (env *benchEnv) inProcess(b *testing.B, topic string, conns, groups, target
 	}
 	var delivered atomic.Int64
 	done := make(chan struct{})
-	h := func(context.Context, *facade.EventRecord, facade.DeliveryContext) error {
+	h := func(context.Context, facade.Delivery) error {
 		if delivered.Add(1) == int64(target) {
 			close(done)
 		}
 		return nil
 	}
 	start := time.Now()
-	var unsubs []facade.Unsubscribe
+	var unsubs []facade.Subscription
 	for i := range conns {
 		u, err := env.bus.Subscribe(context.Background(), topic, fmt.Sprintf("bus-%d", i%groups), h,
 			facade.SubscribeOptions{From: facade.FromEarliest, MaxInFlight: max(benchWindow(), 1)})
@@ -191,7 +191,7 @@ func (env *benchEnv) inProcess(b *testing.B, topic string, conns, groups, target
 	}
 	d := time.Since(start)
 	for _, u := range unsubs {
-		_ = u(context.Background())
+		_ = u.Stop(context.Background())
 	}
 	return d
 }
@@ -404,7 +404,8 @@ func BenchmarkLatency(b *testing.B) {
 			b.Fatal(err)
 		}
 		hub50, hub99 := run(func(topic string, record func(time.Duration)) func() {
-			unsub, err := c.Subscribe(context.Background(), topic, "lat", func(_ context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
+			unsub, err := c.Subscribe(context.Background(), topic, "lat", func(_ context.Context, dl facade.Delivery) error {
+				e := dl.Event()
 				if d := since(e.Payload); d >= 0 {
 					record(d)
 				}
@@ -413,7 +414,7 @@ func BenchmarkLatency(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			return func() { _ = unsub(context.Background()) }
+			return func() { _ = unsub.Stop(context.Background()) }
 		})
 		c.Close()
 		raw50, raw99 := run(func(topic string, record func(time.Duration)) func() {

@@ -21,10 +21,7 @@ import (
 	"github.com/eventhub/eventhub/internal/wsbatch"
 )
 
-var (
-	_ facade.Bus      = (*Client)(nil)
-	_ facade.Extender = (*Client)(nil)
-)
+var _ facade.Bus = (*Client)(nil)
 
 // Client is a [facade.Bus] over the gateway's WebSocket protocol. It is safe
 // for concurrent use.
@@ -236,7 +233,6 @@ func terminal(err error) error {
 
 func (c *Client) giveUp(err error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.fatal == nil {
 		c.fatal = err
 	}
@@ -244,6 +240,29 @@ func (c *Client) giveUp(err error) {
 	case <-c.ready:
 	default:
 		close(c.ready)
+	}
+	subs := make([]*subscription, 0, len(c.subs))
+	for _, s := range c.subs {
+		subs = append(subs, s)
+	}
+	clear(c.subs)
+	c.mu.Unlock()
+	for _, s := range subs {
+		s.endedBy(err)
+	}
+}
+
+// revoked ends the subscription that the gateway ended (an ERR naming its
+// topic and group, sent when new credentials lack the right to it).
+func (c *Client) revoked(f *gateway.Frame) {
+	c.mu.Lock()
+	s := c.subs[subKey{f.Topic, f.Group}]
+	if s != nil {
+		delete(c.subs, s.key)
+	}
+	c.mu.Unlock()
+	if s != nil {
+		s.endedBy(&facade.Error{Code: f.Code, Msg: f.Msg})
 	}
 }
 
@@ -318,6 +337,7 @@ func (c *Client) Close() error {
 	}
 	for _, s := range subs {
 		s.wg.Wait()
+		s.end(fmt.Errorf("%w: the client closed", facade.ErrClosed))
 	}
 	return nil
 }
@@ -422,6 +442,9 @@ func (cn *conn) read() {
 			if f.Corr == "" {
 				if f.Op == gateway.OpErr {
 					cn.c.log.Warn("gateway error", "code", f.Code, "msg", f.Msg)
+					if f.Topic != "" && f.Group != "" {
+						cn.c.revoked(f)
+					}
 				}
 				continue
 			}

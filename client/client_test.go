@@ -52,9 +52,9 @@ func TestPublishSubscribeAutoAck(t *testing.T) {
 
 	type hb struct{ N int }
 	var mu sync.Mutex
-	got := map[int]facade.DeliveryContext{}
+	got := map[int]facade.Delivery{}
 	failed := false
-	unsub, err := c.Subscribe(ctx, "cl.t", "g", facade.HandleJSON(func(ctx context.Context, e *facade.EventRecord, p hb, d facade.DeliveryContext) error {
+	unsub, err := c.Subscribe(ctx, "cl.t", "g", facade.HandleJSON(func(ctx context.Context, d facade.Delivery, p hb) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if p.N == 3 && !failed {
@@ -91,7 +91,7 @@ func TestPublishSubscribeAutoAck(t *testing.T) {
 		if n == 3 {
 			want = 2
 		}
-		if d.Attempt != want || d.Group != "g" || d.MaxAttempts != 7 || time.Until(d.AckDeadline) > 31*time.Second || d.AckDeadline.IsZero() {
+		if d.Attempt() != want || d.Group() != "g" || d.MaxAttempts() != 7 || time.Until(d.Deadline()) > 31*time.Second || d.Deadline().IsZero() {
 			t.Errorf("event %d: %+v", n, d)
 		}
 	}
@@ -103,13 +103,13 @@ func TestPublishSubscribeAutoAck(t *testing.T) {
 		}
 		return nil
 	})
-	if err := unsub(ctx); err != nil {
+	if err := unsub.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := unsub(ctx); err != nil {
+	if err := unsub.Stop(ctx); err != nil {
 		t.Fatal("second unsubscribe:", err)
 	}
-	if _, err := c.Subscribe(ctx, "bad topic", "g", func(context.Context, *facade.EventRecord, facade.DeliveryContext) error { return nil }, facade.SubscribeOptions{}); !errors.Is(err, facade.ErrBadTopic) {
+	if _, err := c.Subscribe(ctx, "bad topic", "g", func(context.Context, facade.Delivery) error { return nil }, facade.SubscribeOptions{}); !errors.Is(err, facade.ErrBadTopic) {
 		t.Fatalf("bad topic: %v", err)
 	}
 	if _, err := c.Publish(ctx, "cl.t", json.RawMessage(`{"a":`), facade.PublishOptions{}); !errors.Is(err, facade.ErrBadPayload) {
@@ -125,9 +125,10 @@ func TestManualAckExtendCursor(t *testing.T) {
 	url, _ := serveGateway(t, bus, gateway.Config{}, nil)
 	c := dialClient(t, url, Config{})
 	ctx := context.Background()
-	events := make(chan facade.DeliveryContext, 10)
+	events := make(chan facade.Delivery, 10)
 	ids := make(chan string, 10)
-	unsub, err := c.Subscribe(ctx, "man.t", "g", func(_ context.Context, e *facade.EventRecord, d facade.DeliveryContext) error {
+	unsub, err := c.Subscribe(ctx, "man.t", "g", func(_ context.Context, d facade.Delivery) error {
+		e := d.Event()
 		ids <- e.ID
 		events <- d
 		return nil
@@ -135,12 +136,12 @@ func TestManualAckExtendCursor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unsub(ctx)
+	defer unsub.Stop(ctx)
 	rec, err := c.Publish(ctx, "man.t", json.RawMessage(`"x"`), facade.PublishOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	next := func() (string, facade.DeliveryContext) {
+	next := func() (string, facade.Delivery) {
 		t.Helper()
 		select {
 		case id := <-ids:
@@ -148,14 +149,14 @@ func TestManualAckExtendCursor(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("no delivery")
 		}
-		return "", facade.DeliveryContext{}
+		return "", nil
 	}
 	id, d := next()
-	if id != rec.ID || d.Attempt != 1 {
+	if id != rec.ID || d.Attempt() != 1 {
 		t.Fatalf("delivery %s %+v", id, d)
 	}
 	// Extend beyond the ack timeout: no redelivery before it runs out.
-	if err := c.Extend(ctx, "man.t", "g", id, 2500*time.Millisecond); err != nil {
+	if err := d.Extend(ctx, 2500*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -163,31 +164,28 @@ func TestManualAckExtendCursor(t *testing.T) {
 		t.Fatal("redelivered during the extension")
 	case <-time.After(1800 * time.Millisecond):
 	}
-	if _, err := c.Nack(ctx, "man.t", "g", id, "again"); err != nil {
+	if err := d.Nack(ctx, "again"); err != nil {
 		t.Fatal(err)
 	}
 	id, d = next()
-	if d.Attempt != 2 {
-		t.Fatalf("attempt %d", d.Attempt)
+	if d.Attempt() != 2 {
+		t.Fatalf("attempt %d", d.Attempt())
 	}
-	if a, err := c.Ack(ctx, "man.t", "g", id); err != nil || !a.OK {
-		t.Fatalf("ack %+v %v", a, err)
+	if err := d.Ack(ctx); err != nil {
+		t.Fatalf("ack: %v", err)
 	}
-	if _, err := c.Ack(ctx, "man.t", "g", id); !errors.Is(err, facade.ErrUnknownID) {
+	if err := d.Ack(ctx); !errors.Is(err, facade.ErrSettled) {
 		t.Fatalf("second ack: %v", err)
-	}
-	if _, err := c.Ack(ctx, "man.t", "other", id); !errors.Is(err, facade.ErrNotSubscribed) {
-		t.Fatalf("ack on another group: %v", err)
 	}
 	// Rewind with SEEK: the event comes again.
 	if err := c.SetCursor(ctx, "man.t", "g", facade.CursorPosition{}); err != nil {
 		t.Fatal(err)
 	}
-	id, _ = next()
+	id, d = next()
 	if id != rec.ID {
 		t.Fatalf("after rewind got %s", id)
 	}
-	if _, err := c.Ack(ctx, "man.t", "g", id); err != nil {
+	if err := d.Ack(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.GetCursor(ctx, "man.t", "nobody"); !errors.Is(err, facade.ErrNotFound) {
@@ -207,7 +205,8 @@ func TestReconnectResubscribes(t *testing.T) {
 	c := dialClient(t, url, Config{ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond})
 	ctx := context.Background()
 	got := make(chan string, 10)
-	if _, err := c.Subscribe(ctx, "re.t", "g", func(_ context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
+	if _, err := c.Subscribe(ctx, "re.t", "g", func(_ context.Context, dl facade.Delivery) error {
+		e := dl.Event()
 		got <- string(e.Payload)
 		return nil
 	}, facade.SubscribeOptions{}); err != nil {

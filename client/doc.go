@@ -1,20 +1,20 @@
 // Package client is the Go SDK of eventhub's WebSocket gateway: a
-// [facade.Bus] (and [facade.Extender]) that speaks the protocol of
+// [facade.Bus] that speaks the protocol of
 // docs/protocol.md to a gateway, so code written against the facade runs
 // in-process or remote unchanged.
 //
 //	c, err := client.Dial(ctx, "ws://127.0.0.1:8090", client.Config{Token: token})
 //	...
 //	defer c.Close()
-//	unsub, err := c.Subscribe(ctx, "heartbeat.received", "dash",
-//		facade.HandleJSON(func(ctx context.Context, e *facade.EventRecord, hb Heartbeat, d facade.DeliveryContext) error {
+//	sub, err := c.Subscribe(ctx, "heartbeat.received", "dash",
+//		facade.HandleJSON(func(ctx context.Context, d facade.Delivery, hb Heartbeat) error {
 //			return nil // ACK; an error NACKs
 //		}), facade.SubscribeOptions{From: facade.FromEarliest})
 //
 // [Dial] returns once the gateway accepted the token. Publish waits for the
 // gateway's OK. Subscribe acknowledges automatically (nil → ACK, error →
-// NACK) unless ManualAck is set, in which case [Client.Ack], [Client.Nack]
-// and [Client.Extend] (MODACK) settle the event. GetCursor and SetCursor use
+// NACK) unless ManualAck is set, in which case the delivery handle's Ack,
+// Nack and Extend (MODACK) settle the event. GetCursor and SetCursor use
 // the CURSOR and SEEK extension ops.
 //
 // The client reconnects with backoff when the connection drops and

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/gateway"
@@ -44,65 +43,6 @@ func (c *Client) Publish(ctx context.Context, topic string, payload json.RawMess
 		ID: r.ID, SID: opts.SID, TS: ts, Topic: topic, Key: opts.Key, Partition: opts.Partition,
 		Headers: opts.Headers, Payload: payload, CausedBy: opts.CausedBy, Tags: opts.Tags, Seq: r.Seq,
 	}, nil
-}
-
-// Ack implements [facade.Acker] for ManualAck subscriptions: it sends ACK
-// and waits for the gateway's answer. An id whose lease is not current
-// (never delivered, settled, expired) is an error matching
-// facade.ErrUnknownID.
-func (c *Client) Ack(ctx context.Context, topic, group, id string) (facade.Ack, error) {
-	return c.settle(ctx, gateway.OpAck, topic, group, id, "")
-}
-
-// Nack implements [facade.Acker]: the event is handed back for redelivery
-// with Attempt+1 (or dead-lettered after its last attempt).
-func (c *Client) Nack(ctx context.Context, topic, group, id, reason string) (facade.Ack, error) {
-	return c.settle(ctx, gateway.OpNack, topic, group, id, reason)
-}
-
-func (c *Client) settle(ctx context.Context, op, topic, group, id, reason string) (facade.Ack, error) {
-	d, known := c.take(topic, group, id)
-	f := &gateway.Frame{Op: op, Topic: topic, Group: group, ID: id, Reason: reason}
-	if known {
-		f.Attempt = d.attempt
-	}
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
-	var err error
-	if known {
-		// On the connection it was delivered on: after a reconnect the
-		// lease is gone.
-		_, err = d.cn.request(ctx, f)
-	} else {
-		_, err = c.call(ctx, f)
-	}
-	if errors.Is(err, facade.ErrUnavailable) && known {
-		err = fmt.Errorf("%w: the connection that delivered %s dropped; it was handed back: %w", facade.ErrUnknownID, id, err)
-	}
-	if err != nil {
-		return facade.Ack{ID: id, Err: err.Error()}, err
-	}
-	return facade.Ack{ID: id, OK: true, Err: reason}, nil
-}
-
-// Extend implements [facade.Extender] with MODACK: the lease of event id
-// moves to now + by (at least one second; the gateway caps it at its
-// MaxAckTimeout).
-func (c *Client) Extend(ctx context.Context, topic, group, id string, by time.Duration) error {
-	if by <= 0 {
-		return fmt.Errorf("%w: extension must be positive", facade.ErrInvalidOption)
-	}
-	ms := (by + time.Millisecond - 1).Milliseconds()
-	f := &gateway.Frame{Op: gateway.OpModAck, Topic: topic, Group: group, ID: id, ExtendMs: ms}
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
-	if d, ok := c.peek(topic, group, id); ok {
-		f.Attempt = d.attempt
-		_, err := d.cn.request(ctx, f)
-		return err
-	}
-	_, err := c.call(ctx, f)
-	return err
 }
 
 // GetCursor implements [facade.Cursors] with the CURSOR extension.

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -25,24 +26,22 @@ type subscription struct {
 
 	mu       sync.Mutex
 	stopped  bool
-	queue    []pendingEvent      // delivered, handler not started yet
-	workers  int                 // goroutines running work
-	busy     int                 // workers inside a handler
-	inflight map[string]delivery // ManualAck deliveries by id
+	draining bool
+	gone     bool // UNSUBSCRIBE sent or the subscription ended: leases handed back
+	queue    []*delivery // delivered, handler not started yet
+	workers  int         // goroutines running work
+	busy     int         // workers inside a handler
+	held     map[*delivery]struct{} // dispatched and not settled
+	idle     chan struct{}
 	stopOnce sync.Once
 	stopErr  error
+
+	done  chan struct{} // closed when the subscription ended
+	ended sync.Once
+	err   error // why it ended on its own; set before done closes
 }
 
-type pendingEvent struct {
-	cn       *conn
-	f        *gateway.Frame
-	received time.Time
-}
-
-type delivery struct {
-	cn      *conn
-	attempt int
-}
+var _ facade.Subscription = (*subscription)(nil)
 
 func (s *subscription) frame() *gateway.Frame {
 	return &gateway.Frame{Op: gateway.OpSubscribe, Topic: s.key.topic, Group: s.key.group, Opts: s.wire}
@@ -55,7 +54,11 @@ func (s *subscription) frame() *gateway.Frame {
 // Filter runs here: events it rejects are acknowledged without calling the
 // handler. One client holds at most one subscription per topic and group
 // (a second one is an error matching gateway.ErrAlreadySubscribed).
-func (c *Client) Subscribe(ctx context.Context, topic, group string, handler facade.Handler, opts facade.SubscribeOptions) (facade.Unsubscribe, error) {
+//
+// The subscription ends on its own (Done, Err) when the client closes or
+// gives up, or when the gateway ends it (new credentials without the
+// right to it: Err wraps facade.ErrForbidden).
+func (c *Client) Subscribe(ctx context.Context, topic, group string, handler facade.Handler, opts facade.SubscribeOptions) (facade.Subscription, error) {
 	if handler == nil {
 		return nil, fmt.Errorf("%w: nil handler", facade.ErrInvalidOption)
 	}
@@ -82,7 +85,9 @@ func (c *Client) Subscribe(ctx context.Context, topic, group string, handler fac
 	s := &subscription{
 		c: c, key: subKey{topic, group}, handler: handler, opts: opts, wire: wire,
 		ctx: sctx, cancel: cancel,
-		inflight: make(map[string]delivery),
+		idle: make(chan struct{}, 1),
+		done: make(chan struct{}),
+		held: make(map[*delivery]struct{}),
 	}
 	c.mu.Lock()
 	if c.fatal != nil {
@@ -108,7 +113,43 @@ func (c *Client) Subscribe(ctx context.Context, topic, group string, handler fac
 		s.wg.Wait()
 		return nil, err
 	}
-	return s.stop, nil
+	return s, nil
+}
+
+// Done implements [facade.Subscription].
+func (s *subscription) Done() <-chan struct{} { return s.done }
+
+// Err implements [facade.Subscription].
+func (s *subscription) Err() error {
+	select {
+	case <-s.done:
+		return s.err
+	default:
+		return nil
+	}
+}
+
+// end marks the subscription ended; cause is why it ended on its own
+// (nil after Stop or Drain).
+func (s *subscription) end(cause error) {
+	s.ended.Do(func() {
+		s.err = cause
+		close(s.done)
+	})
+}
+
+// endedBy ends a subscription that the client or the gateway ended: its
+// handlers are cancelled and its unsettled deliveries were handed back by
+// the gateway.
+func (s *subscription) endedBy(cause error) {
+	s.stopDispatch()
+	s.mu.Lock()
+	s.gone = true
+	s.mu.Unlock()
+	go func() {
+		s.wg.Wait()
+		s.end(cause)
+	}()
 }
 
 // stopDispatch cancels the handlers' context and lets no new delivery in.
@@ -119,11 +160,12 @@ func (s *subscription) stopDispatch() {
 	s.mu.Unlock()
 }
 
-// stop is the subscription's Unsubscribe: handlers are cancelled and
+// Stop implements [facade.Subscription]: handlers are cancelled and
 // awaited (their ACK / NACK go out first), then UNSUBSCRIBE makes the
 // gateway hand every event still leased back to the group.
-func (s *subscription) stop(ctx context.Context) error {
+func (s *subscription) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() {
+		defer s.end(nil)
 		s.stopDispatch()
 		c := s.c
 		c.mu.Lock()
@@ -139,6 +181,9 @@ func (s *subscription) stop(ctx context.Context) error {
 			s.stopErr = ctx.Err()
 			return
 		}
+		s.mu.Lock()
+		s.gone = true
+		s.mu.Unlock()
 		_, err := c.call(ctx, &gateway.Frame{Op: gateway.OpUnsubscribe, Topic: s.key.topic, Group: s.key.group})
 		switch {
 		case err == nil:
@@ -152,8 +197,48 @@ func (s *subscription) stop(ctx context.Context) error {
 	return s.stopErr
 }
 
+// Drain implements [facade.Subscription]: events that arrive from now on
+// are not handed to the handler; once every delivery handed out is settled
+// (or ctx ends), Stop runs, and the gateway hands the events that arrived
+// meanwhile back to the group (each counts as a delivery attempt).
+func (s *subscription) Drain(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining = true
+	s.mu.Unlock()
+	for {
+		// Deliveries whose lease ended unsettled were handed back by the
+		// gateway: they no longer hold the drain up.
+		now := time.Now()
+		var next time.Time
+		s.mu.Lock()
+		for d := range s.held {
+			dl := d.Deadline()
+			if !dl.After(now) {
+				delete(s.held, d)
+				continue
+			}
+			if next.IsZero() || dl.Before(next) {
+				next = dl
+			}
+		}
+		s.mu.Unlock()
+		if next.IsZero() {
+			return s.Stop(ctx)
+		}
+		t := time.NewTimer(time.Until(next))
+		select {
+		case <-s.idle:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(ctx.Err(), s.Stop(context.WithoutCancel(ctx)))
+		}
+		t.Stop()
+	}
+}
+
 func isGone(err error) bool {
-	return errorsIs(err, facade.ErrNotSubscribed) || errorsIs(err, facade.ErrUnavailable) || errorsIs(err, facade.ErrClosed)
+	return errorsIs(err, gateway.ErrNotSubscribed) || errorsIs(err, facade.ErrUnavailable) || errorsIs(err, facade.ErrClosed)
 }
 
 // dispatch runs on the connection's reader goroutine: it starts the
@@ -171,14 +256,13 @@ func (c *Client) dispatch(cn *conn, f *gateway.Frame) {
 		return // unsubscribing: the gateway hands it back
 	}
 	s.mu.Lock()
-	if s.stopped {
+	if s.stopped || s.draining {
 		s.mu.Unlock()
-		return
+		return // handed back by the gateway when the subscription stops
 	}
-	if s.opts.ManualAck {
-		s.inflight[f.Event.ID] = delivery{cn: cn, attempt: f.Ctx.Attempt}
-	}
-	s.queue = append(s.queue, pendingEvent{cn, f, received})
+	d := &delivery{s: s, cn: cn, f: f, deadline: received.Add(time.Duration(f.Ctx.AckDeadlineMs) * time.Millisecond)}
+	s.held[d] = struct{}{}
+	s.queue = append(s.queue, d)
 	// Start a worker when the queued events outnumber the workers that are
 	// about to take one, up to MaxInFlight running handlers.
 	if len(s.queue) > s.workers-s.busy && s.workers < s.opts.MaxInFlight {
@@ -206,86 +290,54 @@ func (s *subscription) work() {
 			s.mu.Unlock()
 			return
 		}
-		p := s.queue[0]
-		s.queue[0] = pendingEvent{}
+		d := s.queue[0]
+		s.queue[0] = nil
 		s.queue = s.queue[1:]
 		s.busy++
 		s.mu.Unlock()
-		s.run(p.cn, p.f, p.received)
+		s.run(d)
 		s.mu.Lock()
 		s.busy--
 	}
 }
 
-func (s *subscription) run(cn *conn, f *gateway.Frame, received time.Time) {
-	e := f.Event
-	dc := facade.DeliveryContext{
-		Group:       s.key.group,
-		Attempt:     f.Ctx.Attempt,
-		MaxAttempts: s.opts.MaxAttempts,
-		AckDeadline: received.Add(time.Duration(f.Ctx.AckDeadlineMs) * time.Millisecond),
-	}
+func (s *subscription) run(d *delivery) {
 	var err error
-	if s.opts.Filter == nil || s.opts.Filter(e) {
-		err = s.call(e, dc)
+	if s.opts.Filter == nil || s.opts.Filter(d.f.Event) {
+		err = s.call(d)
 		if err == nil && s.opts.ManualAck {
-			return // the caller acks
+			return // the caller settles it
 		}
-	}
-	if s.opts.ManualAck {
-		s.mu.Lock()
-		delete(s.inflight, e.ID)
-		s.mu.Unlock()
 	}
 	op, reason := gateway.OpAck, ""
 	if err != nil {
 		op, reason = gateway.OpNack, truncate(err.Error(), 1024)
 	}
-	b := gateway.AppendAck(nil, op, "", f.Topic, f.Group, e.ID, f.Ctx.Attempt, reason, 0)
 	// Not s.ctx: an unsubscribe cancels it but still wants this ACK sent
-	// before its UNSUBSCRIBE.
-	if err := cn.send(context.Background(), b); err != nil {
-		s.c.log.Debug("ack not sent", "id", e.ID, "err", err)
-	}
+	// before its UNSUBSCRIBE. Fire and forget: a lost ACK is a redelivery.
+	_ = d.settle(context.Background(), op, reason, false)
 }
 
 // call runs the handler, turning a panic into an error.
-func (s *subscription) call(e *facade.EventRecord, dc facade.DeliveryContext) (err error) {
+func (s *subscription) call(d *delivery) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("handler panic: %v", r)
-			s.c.log.Error("handler panic", "topic", s.key.topic, "group", s.key.group, "id", e.ID, "panic", r)
+			s.c.log.Error("handler panic", "topic", s.key.topic, "group", s.key.group, "id", d.f.Event.ID, "panic", r)
 		}
 	}()
-	return s.handler(s.ctx, e, dc)
+	return s.handler(s.ctx, d)
 }
 
-// take returns and forgets the ManualAck delivery of id, if it is known.
-func (c *Client) take(topic, group, id string) (delivery, bool) {
-	c.mu.Lock()
-	s := c.subs[subKey{topic, group}]
-	c.mu.Unlock()
-	if s == nil {
-		return delivery{}, false
-	}
+// settled counts d as settled.
+func (s *subscription) settled(d *delivery) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	d, ok := s.inflight[id]
-	delete(s.inflight, id)
-	return d, ok
-}
-
-func (c *Client) peek(topic, group, id string) (delivery, bool) {
-	c.mu.Lock()
-	s := c.subs[subKey{topic, group}]
-	c.mu.Unlock()
-	if s == nil {
-		return delivery{}, false
+	delete(s.held, d)
+	s.mu.Unlock()
+	select {
+	case s.idle <- struct{}{}:
+	default:
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d, ok := s.inflight[id]
-	return d, ok
 }
 
 func truncate(s string, n int) string {

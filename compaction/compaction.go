@@ -88,9 +88,9 @@ type Bus interface {
 // Compactor keeps a compacted snapshot topic up to date with a source topic.
 // It is safe for concurrent use.
 type Compactor struct {
-	cfg   Config
-	log   *slog.Logger
-	unsub facade.Unsubscribe
+	cfg Config
+	log *slog.Logger
+	sub facade.Subscription
 
 	republished atomic.Uint64
 	skipped     atomic.Uint64
@@ -136,8 +136,8 @@ func Start(ctx context.Context, bus Bus, cfg Config) (*Compactor, error) {
 	if !checked {
 		c.log.Warn("cannot check that the snapshot topic is compacted with this bus")
 	}
-	unsub, err := bus.Subscribe(ctx, cfg.Source, cfg.Group, func(ctx context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
-		return c.handle(ctx, bus, e)
+	sub, err := bus.Subscribe(ctx, cfg.Source, cfg.Group, func(ctx context.Context, d facade.Delivery) error {
+		return c.handle(ctx, bus, d.Event())
 	}, facade.SubscribeOptions{
 		From:        facade.FromEarliest,
 		MaxInFlight: 1,
@@ -146,7 +146,7 @@ func Start(ctx context.Context, bus Bus, cfg Config) (*Compactor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compaction: subscribe to %s: %w", cfg.Source, err)
 	}
-	c.unsub = unsub
+	c.sub = sub
 	c.log.Info("compactor started", "group", cfg.Group)
 	return c, nil
 }
@@ -187,7 +187,7 @@ func (c *Compactor) Stats() Stats {
 // idempotent: later calls return the first call's result.
 func (c *Compactor) Shutdown(ctx context.Context) error {
 	c.closeOnce.Do(func() {
-		c.closeErr = c.unsub(ctx)
+		c.closeErr = c.sub.Stop(ctx)
 		c.log.Info("compactor stopped", "republished", c.republished.Load())
 	})
 	return c.closeErr

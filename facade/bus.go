@@ -3,7 +3,6 @@ package facade
 import (
 	"context"
 	"encoding/json"
-	"time"
 )
 
 // Publisher publishes events.
@@ -34,25 +33,10 @@ type AsyncPublisher interface {
 // Subscriber subscribes handlers to topics.
 type Subscriber interface {
 	// Subscribe starts delivering the events of topic (and opts.Topics) to
-	// handler as a member of group, and returns the function that stops the
-	// subscription. Stopping waits for running handlers to return and hands
-	// unacknowledged events back to the group at once. Subscribe returns once
-	// the group exists, so events published after it returns are delivered.
-	Subscribe(ctx context.Context, topic, group string, handler Handler, opts SubscribeOptions) (Unsubscribe, error)
-}
-
-// Unsubscribe stops a subscription. It is safe to call more than once.
-type Unsubscribe func(ctx context.Context) error
-
-// Acker acknowledges events of ManualAck subscriptions.
-type Acker interface {
-	// Ack acknowledges event id for group. Errors wrap ErrNotSubscribed when
-	// no subscription of this topic and group is here, ErrUnknownID when the
-	// event is not in flight.
-	Ack(ctx context.Context, topic, group, id string) (Ack, error)
-	// Nack hands event id back to group for redelivery with Attempt+1, or to
-	// the dead-letter topic when it was the last attempt.
-	Nack(ctx context.Context, topic, group, id, reason string) (Ack, error)
+	// handler as a member of group, and returns the subscription's handle.
+	// Subscribe returns once the group exists, so events published after it
+	// returns are delivered.
+	Subscribe(ctx context.Context, topic, group string, handler Handler, opts SubscribeOptions) (Subscription, error)
 }
 
 // Cursors reads and moves group cursors.
@@ -73,7 +57,6 @@ type Cursors interface {
 type Bus interface {
 	Publisher
 	Subscriber
-	Acker
 	Cursors
 }
 
@@ -82,14 +65,4 @@ type KeyReader interface {
 	// LatestByKey returns the newest event of each key that has one; keys
 	// without events are absent from the map.
 	LatestByKey(ctx context.Context, topic string, keys []string) (map[string]*EventRecord, error)
-}
-
-// Extender is the optional capability to move an in-flight event's ack
-// deadline (the WebSocket MODACK).
-type Extender interface {
-	// Extend sets the ack deadline of event id, delivered to a ManualAck
-	// subscription of group here, to now + by, however long that is; the
-	// event is not redelivered before then unless it is nacked. Errors wrap
-	// ErrNotSubscribed or ErrUnknownID.
-	Extend(ctx context.Context, topic, group, id string, by time.Duration) error
 }

@@ -2,8 +2,8 @@
 // publish / subscribe / ack / cursor operations, their options and the errors
 // callers can test for.
 //
-// The API is split the way callers use it. [Publisher], [Subscriber], [Acker]
-// and [Cursors] are small interfaces composed into [Bus]; a caller accepts the
+// The API is split the way callers use it. [Publisher], [Subscriber] and
+// [Cursors] are small interfaces composed into [Bus]; a caller accepts the
 // narrowest one it needs. Optional capabilities ([AsyncPublisher],
 // [KeyReader]) are separate interfaces found by type assertion.
 //
@@ -22,10 +22,13 @@
 // # Delivery
 //
 // Delivery is at least once. A group is a durable cursor over a topic: members
-// of one group share its events, separate groups each receive every event. A
-// handler that returns nil acknowledges its event (unless
-// [SubscribeOptions.ManualAck] is set); an error, or [Acker.Nack], hands the
-// event back for redelivery with Attempt+1. After MaxAttempts failed attempts
+// of one group share its events, separate groups each receive every event.
+// A handler receives a [Delivery]: a handle that owns the delivery's lease
+// and settles it once (Ack, Nack, Extend). A handler that returns nil
+// acknowledges its delivery (unless [SubscribeOptions.ManualAck] is set,
+// when the caller settles the handle); an error, or [Delivery.Nack], hands
+// the event back for redelivery with Attempt+1. Subscribe returns a
+// [Subscription] handle to stop or drain it and to learn why it ended. After MaxAttempts failed attempts
 // the event is copied to the dead-letter topic [DeadLetterTopic] and no longer
 // blocks the group.
 //

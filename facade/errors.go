@@ -62,14 +62,18 @@ var (
 	ErrInvalidOption = &Error{Code: "bad_request", Msg: "invalid option"}
 	// ErrKeyRequired: the topic is compacted and the event has no key.
 	ErrKeyRequired = &Error{Code: "key_required", Msg: "compacted topic needs a key"}
-	// ErrUnknownID: no event with that id was found (afterId, SetCursor,
-	// Ack / Nack of an event that is not in flight).
+	// ErrUnknownID: no event with that id was found (afterId, SetCursor).
 	ErrUnknownID = &Error{Code: "unknown_id", Msg: "unknown event id"}
 	// ErrNotFound: the topic or group does not exist.
 	ErrNotFound = &Error{Code: "not_found", Msg: "not found"}
-	// ErrNotSubscribed: Ack / Nack for a topic and group with no subscription
-	// here.
-	ErrNotSubscribed = &Error{Code: "not_subscribed", Msg: "not subscribed"}
+	// ErrSettled: the delivery was already acknowledged or nacked.
+	ErrSettled = &Error{Code: "settled", Msg: "delivery already settled"}
+	// ErrExpired: the delivery's deadline passed and its event was handed
+	// back to the group.
+	ErrExpired = &Error{Code: "expired", Msg: "delivery expired"}
+	// ErrForbidden: the principal may not do this (over a remote
+	// connection: its credentials no longer allow a subscription).
+	ErrForbidden = &Error{Code: "forbidden", Msg: "forbidden"}
 	// ErrTooLarge: the payload exceeds the server's maximum.
 	ErrTooLarge = &Error{Code: "too_large", Msg: "payload too large"}
 	// ErrLimitExceeded: a limit of the store refuses the request (the

@@ -145,14 +145,26 @@ func TestTypedHelpers(t *testing.T) {
 		t.Fatalf("published %s", r.got)
 	}
 	var seen hb
-	h := facade.HandleJSON(func(_ context.Context, _ *facade.EventRecord, v hb, _ facade.DeliveryContext) error {
+	h := facade.HandleJSON(func(_ context.Context, _ facade.Delivery, v hb) error {
 		seen = v
 		return nil
 	})
-	if err := h(t.Context(), &facade.EventRecord{Payload: r.got}, facade.DeliveryContext{}); err != nil || seen.Name != "stt" {
+	if err := h(t.Context(), stubDelivery{&facade.EventRecord{Payload: r.got}}); err != nil || seen.Name != "stt" {
 		t.Fatalf("typed handler: %v %+v", err, seen)
 	}
-	if err := h(t.Context(), &facade.EventRecord{Payload: json.RawMessage(`"not an object"`)}, facade.DeliveryContext{}); err == nil {
+	if err := h(t.Context(), stubDelivery{&facade.EventRecord{Payload: json.RawMessage(`"not an object"`)}}); err == nil {
 		t.Fatal("a payload of the wrong shape did not fail the delivery")
 	}
 }
+
+// stubDelivery is a delivery of e that cannot be settled.
+type stubDelivery struct{ e *facade.EventRecord }
+
+func (d stubDelivery) Event() *facade.EventRecord                { return d.e }
+func (stubDelivery) Group() string                               { return "g" }
+func (stubDelivery) Attempt() int                                { return 1 }
+func (stubDelivery) MaxAttempts() int                            { return 5 }
+func (stubDelivery) Deadline() time.Time                         { return time.Time{} }
+func (stubDelivery) Ack(context.Context) error                   { return facade.ErrSettled }
+func (stubDelivery) Nack(context.Context, string) error          { return facade.ErrSettled }
+func (stubDelivery) Extend(context.Context, time.Duration) error { return facade.ErrSettled }

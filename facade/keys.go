@@ -61,14 +61,14 @@ type SnapshotSubscriber interface {
 	//
 	// SubscribeSnapshot blocks until the snapshot has been handled, so that
 	// when it returns the caller's state is warm; live events then follow on
-	// another goroutine until the returned Unsubscribe is called, the handler
-	// returns an error, or the bus closes. Unsubscribe waits for a running
-	// handler and returns the handler's error, if one stopped the
-	// subscription. A handler error during the snapshot is returned by
+	// another goroutine until the subscription is stopped, the handler
+	// returns an error, or the bus closes. Stop waits for a running
+	// handler; Err returns the handler's error, if one ended the
+	// subscription (Drain is Stop: there is nothing to settle). A handler error during the snapshot is returned by
 	// SubscribeSnapshot itself. The topic's stream is created if needed.
 	// Errors wrap ErrBadTopic, ErrBadKey (the topic's stream cannot hold
 	// keyed events), ErrUnavailable or ErrClosed.
-	SubscribeSnapshot(ctx context.Context, topic string, handler SnapshotHandler) (Unsubscribe, error)
+	SubscribeSnapshot(ctx context.Context, topic string, handler SnapshotHandler) (Subscription, error)
 }
 
 // CompactionReporter is the optional capability to tell whether a topic is

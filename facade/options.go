@@ -81,12 +81,12 @@ type SubscribeOptions struct {
 	// groups that must not pile up. Zero keeps the group until it is
 	// deleted by an operator.
 	InactiveTimeoutMs int64 `json:"inactiveTimeoutMs,omitempty"`
-	// ManualAck leaves acknowledgement to the caller ([Acker.Ack] /
-	// [Acker.Nack]) instead of the handler's return value. The handler is
-	// then called one event at a time, in stream order, and should return
-	// quickly: the event stays in flight until acked, nacked, or its ack
-	// deadline passes (then it is redelivered and the late Ack fails with
-	// ErrUnknownID).
+	// ManualAck leaves settlement to the caller, who holds the
+	// [Delivery] handle, instead of the handler's return value. The
+	// handler is then called one event at a time, in stream order, and
+	// should return quickly: the delivery stays in flight until it is
+	// acked, nacked, or its deadline passes (then it is handed back and a
+	// late Ack returns ErrExpired).
 	ManualAck bool `json:"manualAck,omitempty"`
 	// Topics subscribes the same group and handler to several topics
 	// (fan-in). When set, the topic argument of Subscribe is added to it if

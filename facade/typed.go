@@ -18,12 +18,12 @@ func PublishJSON[T any](ctx context.Context, p Publisher, topic string, v T, opt
 // HandleJSON adapts a handler of typed payloads. A payload that does not
 // unmarshal into T fails the delivery (it is nacked and, after MaxAttempts,
 // dead-lettered).
-func HandleJSON[T any](fn func(ctx context.Context, e *EventRecord, payload T, d DeliveryContext) error) Handler {
-	return func(ctx context.Context, e *EventRecord, d DeliveryContext) error {
+func HandleJSON[T any](fn func(ctx context.Context, d Delivery, payload T) error) Handler {
+	return func(ctx context.Context, d Delivery) error {
 		var v T
-		if err := json.Unmarshal(e.Payload, &v); err != nil {
-			return fmt.Errorf("decode payload of %s: %w", e.ID, err)
+		if err := json.Unmarshal(d.Event().Payload, &v); err != nil {
+			return fmt.Errorf("decode payload of %s: %w", d.Event().ID, err)
 		}
-		return fn(ctx, e, v, d)
+		return fn(ctx, d, v)
 	}
 }

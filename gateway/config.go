@@ -28,12 +28,6 @@ const (
 	DefaultHandshakeTimeout  = 10 * time.Second
 )
 
-// leaseGrace is how much longer than a lease the store's own ack deadline
-// is set. The gateway's lease always expires first, so an expired lease is
-// handed back by the gateway (a NACK) and never also redelivered by
-// JetStream on its own; see docs/protocol.md, "Leases".
-const leaseGrace = time.Second
-
 // Config configures a [Gateway]. The zero value is valid: it serves on
 // [DefaultAddr] without authentication, with the defaults above.
 type Config struct {

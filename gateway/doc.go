@@ -39,9 +39,8 @@
 // its subscription and nothing is dropped. Each EVENT is leased for the
 // subscription's ackTimeoutMs; ACK / NACK / MODACK are accepted only for an
 // event whose lease is current on that subscription. An expired lease is
-// dropped and its event handed back to the group (attempt+1). The store's
-// own ack deadline is set one second beyond the lease, so the two never
-// race.
+// dropped, and the bus hands its event back to the group (attempt+1): each
+// lease holds the bus's delivery handle, whose deadline the lease shares.
 //
 // # Concurrency
 //

@@ -57,8 +57,6 @@ func (b faultBus) GetCursor(ctx context.Context, topic, group string) (*facade.C
 	return b.Bus.GetCursor(ctx, topic, group)
 }
 
-// plainBus hides the optional capabilities (Extender, AsyncPublisher).
-type plainBus struct{ facade.Bus }
 
 // testPrincipal allows topics by prefix.
 type testPrincipal struct {
@@ -119,7 +117,6 @@ func TestErrorCodes(t *testing.T) {
 	fb := faultBus{bus}
 	std := newGateway(t, fb, Config{Authenticator: testAuth})
 	small := newGateway(t, fb, Config{Authenticator: testAuth, MaxFrameBytes: 4096})
-	plain := newGateway(t, plainBus{bus}, Config{Authenticator: testAuth})
 	quick := newGateway(t, fb, Config{Authenticator: testAuth, AuthTimeout: 300 * time.Millisecond, PingInterval: 100 * time.Millisecond, IdleTimeout: 400 * time.Millisecond})
 	publish(t, bus, "nf.t", `1`)
 
@@ -305,14 +302,6 @@ func TestErrorCodes(t *testing.T) {
 			rawErr(t, c, `{"op":"CURSOR","corr":"k","topic":"nf.t","group":"nobody"}`, CodeNotFound, false)
 			rawErr(t, c, `{"op":"CURSOR","corr":"k","topic":"never.created","group":"nobody"}`, CodeNotFound, false)
 		}},
-		{CodeUnsupported, "no extender", func(t *testing.T) {
-			c := admin(t, plain)
-			c.ok(subscribeFrame("un.t", "g", ""))
-			c.ok(Frame{Op: OpPublish, Topic: "un.t", Payload: json.RawMessage(`1`)}) // synchronous path
-			ev := c.mustEvent()
-			rawErr(t, c, fmt.Sprintf(`{"op":"MODACK","corr":"k","topic":"un.t","group":"g","id":%q,"extend_ms":5000}`, ev.Event.ID), CodeUnsupported, false)
-			c.ok(ackFrame(ev))
-		}},
 		{CodePublishFailed, "store error", func(t *testing.T) {
 			c := admin(t, std)
 			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"fault.publish","payload":1}`, CodePublishFailed, false)
@@ -428,7 +417,7 @@ func TestCodeTable(t *testing.T) {
 	// Every facade sentinel's code is in the table.
 	for _, e := range []*facade.Error{facade.ErrBadTopic, facade.ErrBadGroup, facade.ErrBadPayload, facade.ErrBadKey,
 		facade.ErrBadID, facade.ErrInvalidOption, facade.ErrKeyRequired, facade.ErrUnknownID, facade.ErrNotFound,
-		facade.ErrNotSubscribed, facade.ErrTooLarge, facade.ErrUnavailable, facade.ErrClosed} {
+		ErrNotSubscribed, facade.ErrTooLarge, facade.ErrUnavailable, facade.ErrClosed} {
 		if !seen[e.Code] {
 			t.Errorf("facade code %s missing from the table", e.Code)
 		}

@@ -19,20 +19,11 @@ import (
 	"github.com/eventhub/eventhub/internal/wsbatch"
 )
 
-// releaser is what a bus offers to hand an event back without counting an
-// attempt (jetstream.Bus does): the gateway releases the events whose
-// frames it never wrote when a connection drops.
-type releaser interface {
-	Release(ctx context.Context, topic, group, id string) error
-}
-
 // Gateway serves the WebSocket protocol and the HTTP publish endpoint over a
 // [facade.Bus]. It is safe for concurrent use.
 type Gateway struct {
 	cfg  Config
 	bus  facade.Bus
-	ext  facade.Extender       // nil: MODACK answers unsupported
-	rel  releaser              // nil: unwritten events are handed back as attempts
 	apub facade.AsyncPublisher // nil: PUBLISH frames are stored one at a time
 	auth Authenticator
 	log  *slog.Logger
@@ -50,8 +41,10 @@ type Gateway struct {
 
 // New returns a Gateway over bus. It does not own bus: [Gateway.Shutdown]
 // stops the gateway's subscriptions but never closes the bus. If bus
-// implements [facade.Extender] MODACK is supported; if it implements
-// [facade.AsyncPublisher] PUBLISH frames of one connection are pipelined.
+// implements [facade.AsyncPublisher] PUBLISH frames of one connection are
+// pipelined; if its deliveries implement [facade.Releaser], events whose
+// EVENT frame was never written when a connection drops go back without
+// spending an attempt.
 func New(bus facade.Bus, cfg Config) (*Gateway, error) {
 	if bus == nil {
 		return nil, errors.New("gateway: nil bus")
@@ -68,8 +61,6 @@ func New(bus facade.Bus, cfg Config) (*Gateway, error) {
 		sessions: make(map[*session]transport),
 		servers:  make(map[*http.Server]struct{}),
 	}
-	g.ext, _ = bus.(facade.Extender)
-	g.rel, _ = bus.(releaser)
 	g.apub, _ = bus.(facade.AsyncPublisher)
 	g.upgrader = websocket.Upgrader{
 		HandshakeTimeout: cfg.HandshakeTimeout,

@@ -71,14 +71,15 @@ func TestHTTPPublish(t *testing.T) {
 		t.Fatalf("body %v", r.body)
 	}
 	got := make(chan *facade.EventRecord, 1)
-	unsub, err := bus.Subscribe(context.Background(), "http.t", "reader", func(_ context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
+	unsub, err := bus.Subscribe(context.Background(), "http.t", "reader", func(_ context.Context, dl facade.Delivery) error {
+		e := dl.Event()
 		got <- e
 		return nil
 	}, facade.SubscribeOptions{From: facade.FromEarliest})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unsub(context.Background())
+	defer unsub.Stop(context.Background())
 	var e *facade.EventRecord
 	select {
 	case e = <-got:

@@ -3,6 +3,7 @@ package gateway
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -52,17 +53,18 @@ type subscription struct {
 	key        subKey
 	topics     []string // every topic it reads: key.topic, then opts.topics
 	ackTimeout time.Duration
-	unsub      facade.Unsubscribe
+	bsub       facade.Subscription
 	leases     map[string]*lease // by event id; at most one per id
 	stopped    bool
 }
 
-// lease is one event in flight to the client.
+// lease is one event in flight to the client: the bus's delivery handle,
+// settled by the client's ACK, NACK or MODACK of the event's id.
 type lease struct {
 	sub      *subscription
+	d        facade.Delivery
 	frame    uint64 // the transport's number of its EVENT frame
 	id       string
-	topic    string // the event's topic (differs from sub.key.topic with opts.topics)
 	attempt  int
 	deadline time.Time
 	index    int // in session.leases
@@ -322,7 +324,7 @@ func (s *session) subscribe(f *Frame) error {
 		bo.GroupMaxInFlight = cfg.GroupMaxInFlight
 	}
 	bo.BatchSize = min(o.WithDefaults().BatchSize, window)
-	bo.AckTimeoutMs = min((ackTimeout + leaseGrace).Milliseconds(), 24*3600*1000)
+	bo.AckTimeoutMs = ackTimeout.Milliseconds()
 	bo.Filter = nil
 
 	key := subKey{f.Topic, f.Group}
@@ -344,8 +346,8 @@ func (s *session) subscribe(f *Frame) error {
 
 	ctx, cancel := s.reqCtx()
 	defer cancel()
-	unsub, err := s.gw.bus.Subscribe(ctx, f.Topic, f.Group, func(_ context.Context, e *facade.EventRecord, dc facade.DeliveryContext) error {
-		s.deliver(sub, e, dc)
+	bsub, err := s.gw.bus.Subscribe(ctx, f.Topic, f.Group, func(_ context.Context, d facade.Delivery) error {
+		s.deliver(sub, d)
 		return nil
 	}, bo)
 	s.mu.Lock()
@@ -359,7 +361,7 @@ func (s *session) subscribe(f *Frame) error {
 		s.mu.Unlock()
 		return err
 	}
-	sub.unsub = unsub
+	sub.bsub = bsub
 	s.mu.Unlock()
 	s.sendOK(f.Corr)
 	return nil
@@ -368,30 +370,28 @@ func (s *session) subscribe(f *Frame) error {
 // deliver sends one event of sub to the client and leases it. It runs on a
 // bus goroutine and never blocks: a client whose queue is full is
 // disconnected and the lease, still in the table, is handed back.
-func (s *session) deliver(sub *subscription, e *facade.EventRecord, dc facade.DeliveryContext) {
+func (s *session) deliver(sub *subscription, d facade.Delivery) {
+	e := d.Event()
 	buf := getBuf()
-	*buf = AppendEvent((*buf)[:0], sub.key.topic, sub.key.group, e, dc.Attempt, sub.ackTimeout.Milliseconds())
+	*buf = AppendEvent((*buf)[:0], sub.key.topic, sub.key.group, e, d.Attempt(), sub.ackTimeout.Milliseconds())
 	deadline := time.Now().Add(sub.ackTimeout)
 	s.mu.Lock()
 	if sub.stopped {
 		// Unsubscribing or ending: the event never reaches the client.
 		s.mu.Unlock()
 		putBuf(buf)
-		if s.gw.rel != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), s.gw.cfg.RequestTimeout)
-			_ = s.gw.rel.Release(ctx, e.Topic, sub.key.group, e.ID)
-			cancel()
-		}
+		s.giveBack(d, false, "unsubscribed")
 		return
 	}
 	l := sub.leases[e.ID]
 	if l != nil {
 		// A redelivery of an event still in flight here supersedes the
 		// old lease: one id is never in flight twice on a subscription.
-		l.attempt, l.deadline, l.topic = dc.Attempt, deadline, e.Topic
+		// The old delivery's lease ended at the store already.
+		l.d, l.attempt, l.deadline = d, d.Attempt(), deadline
 		heap.Fix(&s.leases, l.index)
 	} else {
-		l = &lease{sub: sub, id: e.ID, topic: e.Topic, attempt: dc.Attempt, deadline: deadline}
+		l = &lease{sub: sub, d: d, id: e.ID, attempt: d.Attempt(), deadline: deadline}
 		sub.leases[e.ID] = l
 		heap.Push(&s.leases, l)
 	}
@@ -414,6 +414,23 @@ func (s *session) deliver(sub *subscription, e *facade.EventRecord, dc facade.De
 	}
 }
 
+// giveBack hands a delivery back to its group: released without spending
+// an attempt when the client never saw it (and the bus can), else nacked,
+// redelivered with attempt+1 after the bus's retry backoff.
+func (s *session) giveBack(d facade.Delivery, seen bool, reason string) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.gw.cfg.RequestTimeout)
+	defer cancel()
+	if r, ok := d.(facade.Releaser); ok && !seen {
+		if err := r.Release(ctx); err == nil {
+			return
+		}
+	}
+	if err := d.Nack(ctx, reason); err != nil {
+		e := d.Event()
+		s.log.Debug("hand back", "topic", e.Topic, "group", d.Group(), "id", e.ID, "err", err)
+	}
+}
+
 // armLocked makes the sweeper run by deadline d.
 func (s *session) armLocked(d time.Time) {
 	if s.ended {
@@ -430,36 +447,25 @@ func (s *session) armLocked(d time.Time) {
 	}
 }
 
-// sweep drops the expired leases and hands their events back to the group.
-// A client's ACK of an expired lease is then refused (unknown_id).
+// sweep drops the expired leases: a client's ACK of one is then refused
+// (unknown_id). The bus hands their events back by itself, since a
+// delivery's own deadline (no later than its lease) has passed too.
 func (s *session) sweep() {
 	now := time.Now()
 	s.mu.Lock()
 	s.sweepAt = time.Time{}
-	var expired []*lease
 	for len(s.leases) > 0 && !s.leases[0].deadline.After(now) {
 		l := heap.Pop(&s.leases).(*lease)
 		delete(l.sub.leases, l.id)
-		expired = append(expired, l)
 	}
 	if len(s.leases) > 0 {
 		s.armLocked(s.leases[0].deadline)
 	}
 	s.mu.Unlock()
-	for _, l := range expired {
-		s.handBack(l, "ack deadline passed")
-	}
 }
 
-// handBack returns a leased event to its group: it is redelivered, with
-// attempt+1, after the bus's retry backoff.
-func (s *session) handBack(l *lease, reason string) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.gw.cfg.RequestTimeout)
-	defer cancel()
-	if _, err := s.gw.bus.Nack(ctx, l.topic, l.sub.key.group, l.id, reason); err != nil {
-		s.log.Debug("hand back", "topic", l.topic, "group", l.sub.key.group, "id", l.id, "err", err)
-	}
-}
+// handBack returns a leased event to its group as a spent attempt.
+func (s *session) handBack(l *lease, reason string) { s.giveBack(l.d, true, reason) }
 
 // detachLocked stops sub's deliveries and removes its leases, returning
 // them.
@@ -488,28 +494,19 @@ func (s *session) stopSub(sub *subscription, leases []*lease, reason string) {
 func (s *session) endSub(sub *subscription, leases []*lease, reason string) {
 	written := s.t.Written()
 	for _, l := range leases {
-		if l.frame > written && s.gw.rel != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), s.gw.cfg.RequestTimeout)
-			err := s.gw.rel.Release(ctx, l.topic, l.sub.key.group, l.id)
-			cancel()
-			if err == nil {
-				continue
-			}
-			s.log.Debug("release", "topic", l.topic, "group", l.sub.key.group, "id", l.id, "err", err)
-		}
-		s.handBack(l, reason)
+		s.giveBack(l.d, l.frame <= written, reason)
 	}
 	s.stopBusSub(sub)
 }
 
 // stopBusSub stops sub's bus subscription.
 func (s *session) stopBusSub(sub *subscription) {
-	if sub.unsub == nil {
+	if sub.bsub == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.gw.cfg.RequestTimeout)
 	defer cancel()
-	if err := sub.unsub(ctx); err != nil {
+	if err := sub.bsub.Stop(ctx); err != nil {
 		s.log.Warn("unsubscribe", "topic", sub.key.topic, "group", sub.key.group, "err", err)
 	}
 }
@@ -520,7 +517,7 @@ func (s *session) unsubscribe(f *Frame) error {
 	sub := s.subs[key]
 	if sub == nil {
 		s.mu.Unlock()
-		return fmt.Errorf("%w: %s/%s", facade.ErrNotSubscribed, f.Topic, f.Group)
+		return fmt.Errorf("%w: %s/%s", ErrNotSubscribed, f.Topic, f.Group)
 	}
 	delete(s.subs, key)
 	leases := s.detachLocked(sub)
@@ -544,7 +541,7 @@ func (s *session) settle(f *Frame) error {
 	sub := s.subs[key]
 	if sub == nil {
 		s.mu.Unlock()
-		return fmt.Errorf("%w: %s/%s", facade.ErrNotSubscribed, f.Topic, f.Group)
+		return fmt.Errorf("%w: %s/%s", ErrNotSubscribed, f.Topic, f.Group)
 	}
 	l := sub.leases[f.ID]
 	if l == nil || (f.Attempt != 0 && f.Attempt != l.attempt) {
@@ -561,19 +558,18 @@ func (s *session) settle(f *Frame) error {
 
 	// Settling is a fire-and-forget message to the store: no timeout
 	// context per frame (it would be the hot path's biggest allocation).
-	ctx := s.ctx
 	var err error
 	if f.Op == OpAck {
-		_, err = s.gw.bus.Ack(ctx, l.topic, f.Group, f.ID)
+		err = l.d.Ack(s.ctx)
 	} else {
 		reason := f.Reason
 		if reason == "" {
 			reason = "nacked by client"
 		}
-		_, err = s.gw.bus.Nack(ctx, l.topic, f.Group, f.ID, reason)
+		err = l.d.Nack(s.ctx, reason)
 	}
 	if err != nil {
-		return err
+		return leaseErr(err, f.ID)
 	}
 	if f.Corr != "" {
 		s.sendOK(f.Corr)
@@ -581,13 +577,20 @@ func (s *session) settle(f *Frame) error {
 	return nil
 }
 
+// leaseErr turns a delivery that was settled meanwhile (its deadline
+// passed at the store, or its subscription stopped) into the protocol's
+// unknown_id.
+func leaseErr(err error, id string) error {
+	if errors.Is(err, facade.ErrExpired) || errors.Is(err, facade.ErrSettled) || errors.Is(err, facade.ErrClosed) {
+		return fmt.Errorf("%w: lease of %s ended: %w", facade.ErrUnknownID, id, err)
+	}
+	return err
+}
+
 // modAck moves the lease to now + max(1s, extend_ms, or the subscription's
 // ack timeout when extend_ms is absent), at most MaxAckTimeout, and the
-// store's redelivery time just after it.
+// store's deadline with it.
 func (s *session) modAck(f *Frame, sub *subscription, l *lease) error {
-	if s.gw.ext == nil {
-		return ErrUnsupported
-	}
 	by := time.Duration(f.ExtendMs) * time.Millisecond
 	if f.ExtendMs == 0 {
 		by = sub.ackTimeout
@@ -595,8 +598,8 @@ func (s *session) modAck(f *Frame, sub *subscription, l *lease) error {
 	by = min(max(by, time.Second), s.gw.cfg.MaxAckTimeout)
 	ctx, cancel := s.reqCtx()
 	defer cancel()
-	if err := s.gw.ext.Extend(ctx, l.topic, f.Group, f.ID, by+leaseGrace); err != nil {
-		return err
+	if err := l.d.Extend(ctx, by); err != nil {
+		return leaseErr(err, f.ID)
 	}
 	deadline := time.Now().Add(by)
 	s.mu.Lock()

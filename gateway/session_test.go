@@ -136,9 +136,10 @@ func testSlowClient(t *testing.T) {
 	}
 	// The connection's reader stops; teardown hands both events back.
 	got := make(chan *facade.EventRecord, 4)
-	unsub, err := bus.Subscribe(context.Background(), "slow.t", "g", func(_ context.Context, e *facade.EventRecord, d facade.DeliveryContext) error {
-		if d.Attempt != 2 {
-			return fmt.Errorf("attempt %d", d.Attempt)
+	unsub, err := bus.Subscribe(context.Background(), "slow.t", "g", func(_ context.Context, d facade.Delivery) error {
+		e := d.Event()
+		if d.Attempt() != 2 {
+			return fmt.Errorf("attempt %d", d.Attempt())
 		}
 		got <- e
 		return nil
@@ -146,7 +147,7 @@ func testSlowClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unsub(context.Background())
+	defer unsub.Stop(context.Background())
 	s.end("slow")
 	want := map[string]bool{a.ID: true, b.ID: true}
 	for range 2 {

@@ -19,12 +19,12 @@ func TestDemoAfterADashboardReadProcessState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nop := func(context.Context, *facade.EventRecord, facade.DeliveryContext) error { return nil }
+	nop := func(context.Context, facade.Delivery) error { return nil }
 	unsub, err := first.Bus.Subscribe(t.Context(), "process.state", "dashboard-1", nop, facade.SubscribeOptions{From: facade.FromEarliest})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = unsub(t.Context())
+	_ = unsub.Stop(t.Context())
 	if _, err := first.Bus.Publish(t.Context(), "process.state", []byte(`{"old":true}`), facade.PublishOptions{Key: "h:n:1"}); err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ func TestGatewayEnforcesEachConnectionsOwnPolicy(t *testing.T) {
 	if _, err := narrow.Publish(ctx, "process.state", json.RawMessage(`{}`), facade.PublishOptions{}); !errors.Is(err, &facade.Error{Code: "forbidden"}) {
 		t.Fatalf("narrow connection gained rights from another connection: %v", err)
 	}
-	nop := func(context.Context, *facade.EventRecord, facade.DeliveryContext) error { return nil }
+	nop := func(context.Context, facade.Delivery) error { return nil }
 	if _, err := narrow.Subscribe(ctx, "heartbeat.received", "g", nop, facade.SubscribeOptions{}); !errors.Is(err, &facade.Error{Code: "forbidden"}) {
 		t.Fatalf("subscribe without subscribe scope: %v", err)
 	}
@@ -73,7 +73,7 @@ func TestGatewaySubscribeGroups(t *testing.T) {
 		{Effect: acl.EffectAllow, Action: acl.ActionSubscribe, Topics: []string{"process.**"}, Groups: []string{"dashboard"}},
 	}})
 	c := dial(t, h, tok)
-	nop := func(context.Context, *facade.EventRecord, facade.DeliveryContext) error { return nil }
+	nop := func(context.Context, facade.Delivery) error { return nil }
 	if _, err := c.Subscribe(t.Context(), "process.state", "dashboard", nop, facade.SubscribeOptions{}); err != nil {
 		t.Fatalf("allowed group: %v", err)
 	}

@@ -69,14 +69,15 @@ func TestOutboxDrainerInsideHub(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "svc.db")
 	h := startHub(t, hub.Config{OutboxURL: db, Outbox: outbox.Config{PollInterval: 20 * time.Millisecond}})
 	got := make(chan *facade.EventRecord, 1)
-	unsub, err := h.Bus.Subscribe(t.Context(), "orders.created", "audit", func(_ context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
+	unsub, err := h.Bus.Subscribe(t.Context(), "orders.created", "audit", func(_ context.Context, dl facade.Delivery) error {
+		e := dl.Event()
 		got <- e
 		return nil
 	}, facade.SubscribeOptions{From: facade.FromEarliest})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unsub(context.Background())
+	defer unsub.Stop(context.Background())
 
 	// The service side: its own connection to the same database.
 	st, err := outbox.Open(t.Context(), db)

@@ -126,14 +126,14 @@ func TestNativeWildcardPolicyCannotReachSystemSubjects(t *testing.T) {
 	nc.Flush()
 	// The hub works: it publishes, creates a group, pulls and acks.
 	got := make(chan struct{}, 1)
-	unsub, err := h.Bus.Subscribe(t.Context(), "sys.t", "g", func(context.Context, *facade.EventRecord, facade.DeliveryContext) error {
+	unsub, err := h.Bus.Subscribe(t.Context(), "sys.t", "g", func(context.Context, facade.Delivery) error {
 		got <- struct{}{}
 		return nil
 	}, facade.SubscribeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unsub(context.Background())
+	defer unsub.Stop(context.Background())
 	if _, err := h.Bus.Publish(t.Context(), "sys.t", []byte(`1`), facade.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}

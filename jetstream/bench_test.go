@@ -198,7 +198,7 @@ func BenchmarkConsumeAck(b *testing.B) {
 			var got atomic.Int64
 			done := make(chan struct{})
 			unsub, err := env.bus.Subscribe(ctx, "bench.consume", fmt.Sprintf("hub%d", round),
-				func(context.Context, *facade.EventRecord, facade.DeliveryContext) error {
+				func(context.Context, facade.Delivery) error {
 					if got.Add(1) == int64(n) {
 						close(done)
 					}
@@ -208,7 +208,7 @@ func BenchmarkConsumeAck(b *testing.B) {
 				b.Fatal(err)
 			}
 			<-done
-			_ = unsub(ctx)
+			_ = unsub.Stop(ctx)
 		})
 }
 

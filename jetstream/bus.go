@@ -21,7 +21,6 @@ var (
 	_ facade.Bus            = (*Bus)(nil)
 	_ facade.AsyncPublisher = (*Bus)(nil)
 	_ facade.KeyReader      = (*Bus)(nil)
-	_ facade.Extender       = (*Bus)(nil)
 )
 
 // Bus is the event bus on NATS JetStream. It is safe for concurrent use.
@@ -48,15 +47,16 @@ type Bus struct {
 	topics   map[string]*topicInfo
 
 	subsMu sync.RWMutex
-	subs   map[groupKey][]*subscription
+	subs   map[*subscription]struct{}
 	closed bool
+	done   chan struct{} // closed when the bus starts closing
+
+	expiry expiryHeap // deadlines of ManualAck deliveries
 
 	released released // deliveries that reached no one, not counted as attempts
 
 	wg sync.WaitGroup // subscriptions' goroutines
 }
-
-type groupKey struct{ topic, group string }
 
 // New returns a Bus on an existing connection. The Bus does not close nc.
 func New(nc *nats.Conn, cfg Config) (*Bus, error) {
@@ -84,7 +84,8 @@ func New(nc *nats.Conn, cfg Config) (*Bus, error) {
 		js:        js,
 		stallWait: jetstream.WithStallWait(cfg.RequestTimeout),
 		topics:    make(map[string]*topicInfo),
-		subs:      make(map[groupKey][]*subscription),
+		subs:      make(map[*subscription]struct{}),
+		done:      make(chan struct{}),
 	}, nil
 }
 
@@ -270,15 +271,16 @@ func (b *Bus) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	b.closed = true
-	var all []*subscription
-	for _, ss := range b.subs {
-		all = append(all, ss...)
+	close(b.done)
+	all := make([]*subscription, 0, len(b.subs))
+	for s := range b.subs {
+		all = append(all, s)
 	}
 	b.subsMu.Unlock()
 
 	var errs []error
 	for _, s := range all {
-		if err := s.stop(ctx); err != nil {
+		if err := s.stop(ctx, fmt.Errorf("%w: the bus closed", facade.ErrClosed)); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -289,6 +291,7 @@ func (b *Bus) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		errs = append(errs, ctx.Err())
 	}
+	b.expiry.close()
 	if b.ownConn {
 		// Flush acks and naks before closing.
 		_ = b.nc.FlushTimeout(2 * time.Second)

@@ -210,7 +210,8 @@ func TestRollingRestartWhilePublishingAndConsuming(t *testing.T) {
 	var consumed sync.Map
 	var nConsumed atomic.Int64
 	for _, b := range hubs {
-		unsub, err := b.Subscribe(t.Context(), topic, "rolling", func(_ context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
+		unsub, err := b.Subscribe(t.Context(), topic, "rolling", func(_ context.Context, dl facade.Delivery) error {
+			e := dl.Event()
 			if _, dup := consumed.LoadOrStore(e.ID, true); !dup {
 				nConsumed.Add(1)
 			}
@@ -219,7 +220,7 @@ func TestRollingRestartWhilePublishingAndConsuming(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = unsub(context.Background()) })
+		t.Cleanup(func() { _ = unsub.Stop(context.Background()) })
 	}
 	p := startPublishers(t, hubs, topic, "r")
 	acked, nAcked, nErrors := &p.acked, &p.nAcked, &p.nErrors

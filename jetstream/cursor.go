@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -97,103 +95,5 @@ func (b *Bus) SetCursor(ctx context.Context, topic, group string, c facade.Curso
 	if err != nil {
 		return fmt.Errorf("set cursor of %s/%s to %d: %w", topic, group, next, translate(err))
 	}
-	b.subsMu.Lock()
-	subs := slices.Clone(b.subs[groupKey{topic, group}])
-	b.subsMu.Unlock()
-	base := facade.CursorPosition{Topic: topic, LastSeq: next - 1}
-	for _, s := range subs {
-		s.floor.reset(base)
-	}
 	return nil
-}
-
-// floorTracker follows one member's view of its group's ack floor: the
-// events it received, in stream order, and which are acknowledged.
-type floorTracker struct {
-	mu    sync.Mutex
-	base  facade.CursorPosition
-	queue []floorEntry
-}
-
-type floorEntry struct {
-	seq   uint64
-	id    string
-	ts    int64
-	acked bool
-}
-
-func (f *floorTracker) reset(c facade.CursorPosition) {
-	f.mu.Lock()
-	f.base = c
-	f.queue = f.queue[:0]
-	f.mu.Unlock()
-}
-
-// push records a delivered event; redeliveries and events behind the floor
-// are ignored.
-func (f *floorTracker) push(e *facade.EventRecord) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if e.Seq <= f.base.LastSeq || (len(f.queue) > 0 && e.Seq <= f.queue[len(f.queue)-1].seq) {
-		return
-	}
-	f.queue = append(f.queue, floorEntry{seq: e.Seq, id: e.ID, ts: e.TS})
-}
-
-// ack marks seq acknowledged and advances the floor over the acknowledged
-// prefix.
-func (f *floorTracker) ack(seq uint64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	i, ok := f.find(seq)
-	if !ok {
-		return
-	}
-	f.queue[i].acked = true
-	f.advance()
-}
-
-func (f *floorTracker) find(seq uint64) (int, bool) {
-	return slices.BinarySearchFunc(f.queue, seq, func(e floorEntry, s uint64) int {
-		switch {
-		case e.seq < s:
-			return -1
-		case e.seq > s:
-			return 1
-		}
-		return 0
-	})
-}
-
-// advance moves the floor over the acknowledged prefix of the queue.
-func (f *floorTracker) advance() {
-	n := 0
-	for n < len(f.queue) && f.queue[n].acked {
-		n++
-	}
-	if n == 0 {
-		return
-	}
-	last := f.queue[n-1]
-	f.base.LastSeq, f.base.LastID, f.base.LastTS = last.seq, last.id, last.ts
-	f.queue = append(f.queue[:0], f.queue[n:]...)
-}
-
-// drop forgets seq: the event left this member without an ack (handed
-// back, possibly to another member), so the floor no longer waits for it.
-func (f *floorTracker) drop(seq uint64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	i, ok := f.find(seq)
-	if !ok {
-		return
-	}
-	f.queue = append(f.queue[:i], f.queue[i+1:]...)
-	f.advance()
-}
-
-func (f *floorTracker) cursor() facade.CursorPosition {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.base
 }

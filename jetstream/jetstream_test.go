@@ -60,14 +60,15 @@ func TestStalledPullRecovers(t *testing.T) {
 	}
 	defer b.Close()
 	got := make(chan string, 10)
-	unsub, err := b.Subscribe(t.Context(), "stall.t", "g", func(_ context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
+	unsub, err := b.Subscribe(t.Context(), "stall.t", "g", func(_ context.Context, dl facade.Delivery) error {
+		e := dl.Event()
 		got <- string(e.Payload)
 		return nil
 	}, facade.SubscribeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unsub(context.Background())
+	defer unsub.Stop(context.Background())
 	pub(t, b, "stall.t", `"before"`, "")
 	if v := <-got; v != `"before"` {
 		t.Fatal(v)
@@ -165,13 +166,13 @@ func TestProvision(t *testing.T) {
 func TestFamilyStream(t *testing.T) {
 	b, _ := newBus(t, jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "fam.>", Stream: "FAMILY"}}})
 	got := make(chan *facade.EventRecord, 4)
-	h := func(_ context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error { got <- e; return nil }
+	h := func(_ context.Context, d facade.Delivery) error { got <- d.Event(); return nil }
 	for _, topic := range []string{"fam.a", "fam.a.b"} {
 		unsub, err := b.Subscribe(t.Context(), topic, "same-group", h, facade.SubscribeOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = unsub(context.Background()) })
+		t.Cleanup(func() { _ = unsub.Stop(context.Background()) })
 	}
 	pub(t, b, "fam.a", `1`, "k")
 	pub(t, b, "fam.a.b", `2`, "")
@@ -311,12 +312,12 @@ func TestAfterIDLeavesNoConsumer(t *testing.T) {
 	for range 20 {
 		last = pub(t, b, "rid.t", `1`, "")
 	}
-	unsub, err := b.Subscribe(t.Context(), "rid.t", "g", func(context.Context, *facade.EventRecord, facade.DeliveryContext) error { return nil },
+	unsub, err := b.Subscribe(t.Context(), "rid.t", "g", func(context.Context, facade.Delivery) error { return nil },
 		facade.SubscribeOptions{From: facade.FromAfterID, AfterID: last.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unsub(context.Background())
+	defer unsub.Stop(context.Background())
 	name, _ := b.JetStream().StreamNameBySubject(t.Context(), "rid.t")
 	s, _ := b.JetStream().Stream(t.Context(), name)
 	info, err := s.Info(t.Context())
@@ -352,18 +353,19 @@ func TestManualAckExpiredDeliveryFreesItsSlot(t *testing.T) {
 	opts := facade.SubscribeOptions{ManualAck: true, MaxInFlight: 1, GroupMaxInFlight: 10, AckTimeoutMs: 300}
 	var first atomic.Bool
 	aGot := make(chan string, 100)
-	unsubA, err := a.Subscribe(t.Context(), "slot.t", "g", func(_ context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
+	unsubA, err := a.Subscribe(t.Context(), "slot.t", "g", func(_ context.Context, dl facade.Delivery) error {
+		e := dl.Event()
 		if first.CompareAndSwap(false, true) {
 			return nil // never acked
 		}
 		aGot <- e.ID
-		_, err := a.Ack(context.Background(), "slot.t", "g", e.ID)
+		err := dl.Ack(context.Background())
 		return err
 	}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unsubA(context.Background())
+	defer unsubA.Stop(context.Background())
 	pub(t, a, "slot.t", `0`, "")
 	testutil.CheckFor(t, 5*time.Second, func() error {
 		if !first.Load() {
@@ -371,14 +373,13 @@ func TestManualAckExpiredDeliveryFreesItsSlot(t *testing.T) {
 		}
 		return nil
 	})
-	unsubB, err := b.Subscribe(t.Context(), "slot.t", "g", func(_ context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
-		_, err := b.Ack(context.Background(), "slot.t", "g", e.ID)
-		return err
+	unsubB, err := b.Subscribe(t.Context(), "slot.t", "g", func(_ context.Context, dl facade.Delivery) error {
+		return dl.Ack(context.Background())
 	}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unsubB(context.Background())
+	defer unsubB.Stop(context.Background())
 	for range 20 {
 		pub(t, a, "slot.t", `1`, "")
 	}
@@ -391,7 +392,7 @@ func TestManualAckExpiredDeliveryFreesItsSlot(t *testing.T) {
 
 func TestInactiveGroupIsDeleted(t *testing.T) {
 	b, _ := newBus(t, jetstream.Config{})
-	unsub, err := b.Subscribe(t.Context(), "inact.t", "page-1", func(context.Context, *facade.EventRecord, facade.DeliveryContext) error { return nil },
+	unsub, err := b.Subscribe(t.Context(), "inact.t", "page-1", func(context.Context, facade.Delivery) error { return nil },
 		facade.SubscribeOptions{InactiveTimeoutMs: 1000})
 	if err != nil {
 		t.Fatal(err)
@@ -399,7 +400,7 @@ func TestInactiveGroupIsDeleted(t *testing.T) {
 	if _, err := b.GetCursor(t.Context(), "inact.t", "page-1"); err != nil {
 		t.Fatalf("group while subscribed: %v", err)
 	}
-	_ = unsub(t.Context())
+	_ = unsub.Stop(t.Context())
 	testutil.CheckFor(t, 15*time.Second, func() error {
 		if _, err := b.GetCursor(t.Context(), "inact.t", "page-1"); !errors.Is(err, facade.ErrNotFound) {
 			return fmt.Errorf("group still there: %v", err)

@@ -164,14 +164,15 @@ func TestOddKeysRoundTrip(t *testing.T) {
 	// round 0 events replaced by round 1 (compaction working as intended).
 	b, _ := newBus(t, jetstream.Config{})
 	got := make(chan *facade.EventRecord, 2*len(oddKeys))
-	unsub, err := b.Subscribe(t.Context(), "odd.keys", "g", func(_ context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
+	unsub, err := b.Subscribe(t.Context(), "odd.keys", "g", func(_ context.Context, dl facade.Delivery) error {
+		e := dl.Event()
 		got <- e
 		return nil
 	}, facade.SubscribeOptions{MaxInFlight: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unsub(context.Background())
+	defer unsub.Stop(context.Background())
 	for round := range 2 {
 		for i, k := range oddKeys {
 			pub(t, b, "odd.keys", fmt.Sprintf(`{"k":%d,"v":%d}`, i, round), k)
@@ -225,7 +226,7 @@ func TestOddKeysRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("SubscribeSnapshot", m)
-	if err := unsnap(t.Context()); err != nil {
+	if err := unsnap.Stop(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -447,7 +448,7 @@ func testWarmStart(t *testing.T, keys int, compacted bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unsub(context.Background())
+	defer unsub.Stop(context.Background())
 	at := published.Load()
 	testutil.CheckFor(t, 20*time.Second, func() error {
 		if published.Load() < at+100 {
@@ -475,7 +476,7 @@ func testWarmStart(t *testing.T, keys int, compacted bool) {
 		}
 		return nil
 	})
-	if err := unsub(t.Context()); err != nil {
+	if err := unsub.Stop(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -566,8 +567,16 @@ func TestSnapshotHandlerErrorStops(t *testing.T) {
 	if live := <-calls; !live {
 		t.Fatal("second call is not live")
 	}
-	if err := unsub(t.Context()); !errors.Is(err, boom) {
-		t.Fatalf("unsubscribe returned %v, want the handler's error", err)
+	select {
+	case <-unsub.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a handler error did not end the subscription")
+	}
+	if err := unsub.Err(); !errors.Is(err, boom) {
+		t.Fatalf("Err %v, want the handler's error", err)
+	}
+	if err := unsub.Stop(t.Context()); err != nil {
+		t.Fatalf("Stop after the handler's error: %v", err)
 	}
 	if len(calls) != 0 {
 		t.Fatal("handler called after it failed")
@@ -606,8 +615,11 @@ func TestSnapshotStopsWithBus(t *testing.T) {
 	if err := b.Shutdown(ctx); err != nil {
 		t.Fatalf("shutdown with a snapshot subscription: %v", err)
 	}
-	if err := unsub(ctx); err != nil {
+	if err := unsub.Stop(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if err := unsub.Err(); !errors.Is(err, facade.ErrClosed) {
+		t.Fatalf("Err after the bus closed: %v, want ErrClosed", err)
 	}
 	if _, err := b.SubscribeSnapshot(t.Context(), "snap.close", func(context.Context, *facade.EventRecord, facade.SnapshotDelivery) error { return nil }); !errors.Is(err, facade.ErrClosed) {
 		t.Fatalf("subscribe on a closed bus: %v", err)
@@ -743,7 +755,7 @@ func TestKeysWithoutDirectGet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unsub(context.Background())
+	defer unsub.Stop(context.Background())
 	pub(t, b, "opkv.state", `{"k":0,"v":3}`, keyName(0))
 	if v := <-live; v != 3 {
 		t.Fatalf("live %d", v)

@@ -28,12 +28,12 @@ func TestStoreLimitsAreTerminalErrors(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	nop := func(context.Context, *facade.EventRecord, facade.DeliveryContext) error { return nil }
+	nop := func(context.Context, facade.Delivery) error { return nil }
 	unsub, err := b.Subscribe(t.Context(), "lim.t", "first", nop, facade.SubscribeOptions{})
 	if err != nil {
 		t.Fatalf("first group: %v", err)
 	}
-	defer unsub(context.Background())
+	defer unsub.Stop(context.Background())
 	if _, err := b.Subscribe(t.Context(), "lim.t", "second", nop, facade.SubscribeOptions{}); !errors.Is(err, facade.ErrLimitExceeded) {
 		t.Fatalf("a group beyond MaxConsumers: %v, want limit_exceeded", err)
 	}

@@ -53,7 +53,7 @@ func BenchmarkMetricsOverhead(b *testing.B) {
 			round++
 			var got atomic.Int64
 			done := make(chan struct{})
-			unsub, err := bus.Subscribe(ctx, topic, fmt.Sprintf("g%d", round), func(context.Context, *facade.EventRecord, facade.DeliveryContext) error {
+			unsub, err := bus.Subscribe(ctx, topic, fmt.Sprintf("g%d", round), func(context.Context, facade.Delivery) error {
 				if got.Add(1) == int64(n) {
 					close(done)
 				}
@@ -63,7 +63,7 @@ func BenchmarkMetricsOverhead(b *testing.B) {
 				b.Fatal(err)
 			}
 			<-done
-			_ = unsub(ctx)
+			_ = unsub.Stop(ctx)
 		}
 	}
 	b.Run("publish+consume", func(b *testing.B) {

@@ -53,13 +53,13 @@ func TestAckWaitOnlyGrows(t *testing.T) {
 	}
 	defer b.Close()
 	ctx := t.Context()
-	nop := func(context.Context, *facade.EventRecord, facade.DeliveryContext) error { return nil }
+	nop := func(context.Context, facade.Delivery) error { return nil }
 	for _, ms := range []int64{5000, 200} {
 		unsub, err := b.Subscribe(ctx, "wait.t", "g", nop, facade.SubscribeOptions{ManualAck: true, AckTimeoutMs: ms})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer unsub(context.Background())
+		defer unsub.Stop(context.Background())
 	}
 	ti, _ := b.topic(ctx, "wait.t")
 	cons, err := ti.stream.Consumer(ctx, "g")
@@ -71,15 +71,3 @@ func TestAckWaitOnlyGrows(t *testing.T) {
 	}
 }
 
-func TestFloorTrackerDrop(t *testing.T) {
-	var f floorTracker
-	for seq := uint64(1); seq <= 3; seq++ {
-		f.push(&facade.EventRecord{Seq: seq, ID: string(rune('a' + seq))})
-	}
-	f.ack(1)
-	f.drop(2) // handed back, redelivered elsewhere
-	f.ack(3)
-	if c := f.cursor(); c.LastSeq != 3 || len(f.queue) != 0 {
-		t.Fatalf("cursor %d with %d entries left, want 3 and none", c.LastSeq, len(f.queue))
-	}
-}

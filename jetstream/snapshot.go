@@ -2,10 +2,8 @@ package jetstream
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -13,11 +11,6 @@ import (
 )
 
 var _ facade.SnapshotSubscriber = (*Bus)(nil)
-
-// closePoll is how often a snapshot subscription checks whether its bus was
-// closed (the bus has no close notification for subscriptions it does not
-// track itself).
-const closePoll = 100 * time.Millisecond
 
 // SubscribeSnapshot implements [facade.SnapshotSubscriber] (the warm start):
 //
@@ -31,8 +24,8 @@ const closePoll = 100 * time.Millisecond
 //     duplicate.
 //
 // Unkeyed events of the topic are not delivered. The subscription ends with
-// Unsubscribe, a handler error, or when the bus is closed.
-func (b *Bus) SubscribeSnapshot(ctx context.Context, topic string, handler facade.SnapshotHandler) (facade.Unsubscribe, error) {
+// Stop, a handler error, or when the bus is closed.
+func (b *Bus) SubscribeSnapshot(ctx context.Context, topic string, handler facade.SnapshotHandler) (facade.Subscription, error) {
 	if handler == nil {
 		return nil, fmt.Errorf("%w: nil handler", facade.ErrInvalidOption)
 	}
@@ -99,7 +92,7 @@ func (b *Bus) SubscribeSnapshot(ctx context.Context, topic string, handler facad
 		defer b.wg.Done()
 		s.run(cc)
 	}()
-	return s.stop, nil
+	return s, nil
 }
 
 // snapshotSub is one warm-start subscription.
@@ -115,8 +108,10 @@ type snapshotSub struct {
 
 	mu   sync.Mutex
 	last uint64 // last stream sequence handed to the handler
-	err  error  // the handler error that stopped the subscription
+	err  error  // why it ended on its own: a handler error, or the bus closed
 }
+
+var _ facade.Subscription = (*snapshotSub)(nil)
 
 // call runs the handler, turning a panic into an error.
 func (s *snapshotSub) call(e *facade.EventRecord, live bool) (err error) {
@@ -146,9 +141,7 @@ func (s *snapshotSub) onMsg(msg jetstream.Msg) {
 	}
 	e := fromMsg(msg.Subject(), msg.Headers(), msg.Data(), seq, meta.Timestamp)
 	if err := s.call(e, true); err != nil {
-		s.mu.Lock()
-		s.err = err
-		s.mu.Unlock()
+		s.endedBy(err)
 		s.b.log.Error("snapshot subscription stopped by its handler", "topic", s.ti.topic, "id", e.ID, "err", err)
 		s.cancel()
 		return
@@ -163,38 +156,48 @@ func (s *snapshotSub) onMsg(msg jetstream.Msg) {
 func (s *snapshotSub) run(cc jetstream.ConsumeContext) {
 	defer close(s.done)
 	closed := cc.Closed()
-	t := time.NewTicker(closePoll)
-	defer t.Stop()
-wait:
-	for {
-		select {
-		case <-s.ctx.Done():
-			break wait
-		case <-closed: // the connection closed
-			break wait
-		case <-t.C:
-			if s.b.isClosed() {
-				break wait
-			}
-		}
+	select {
+	case <-s.ctx.Done():
+	case <-closed: // the connection closed
+		s.endedBy(fmt.Errorf("%w: the connection closed", facade.ErrClosed))
+	case <-s.b.done:
+		s.endedBy(fmt.Errorf("%w: the bus closed", facade.ErrClosed))
 	}
 	s.cancel()
 	cc.Stop()
 	<-closed
 }
 
-// stop is the subscription's Unsubscribe.
-func (s *snapshotSub) stop(ctx context.Context) error {
+func (s *snapshotSub) endedBy(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.err = err
+	}
+}
+
+// Stop implements [facade.Subscription].
+func (s *snapshotSub) Stop(ctx context.Context) error {
 	s.cancel()
 	select {
 	case <-s.done:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// Drain implements [facade.Subscription]: a snapshot subscription has
+// nothing to settle, so it is Stop.
+func (s *snapshotSub) Drain(ctx context.Context) error { return s.Stop(ctx) }
+
+// Done implements [facade.Subscription].
+func (s *snapshotSub) Done() <-chan struct{} { return s.done }
+
+// Err implements [facade.Subscription]: the handler error that ended the
+// subscription, or ErrClosed when the bus or its connection closed.
+func (s *snapshotSub) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err != nil && !errors.Is(s.err, context.Canceled) {
-		return s.err
-	}
-	return nil
+	return s.err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,35 +20,89 @@ type subscription struct {
 	group   string
 	opts    facade.SubscribeOptions
 	handler facade.Handler
+	h       *subHandle // the Subscribe call's handle
 
-	ctx    context.Context // cancelled when the subscription stops
-	cancel context.CancelFunc
-	sem    chan struct{} // one slot per delivery in flight
-	done   chan struct{} // closed when run returns
-	hwg    sync.WaitGroup
-
-	mu       sync.Mutex
-	inflight map[string]*delivery // by event id
-	floor    floorTracker
+	ctx      context.Context // handlers' context, cancelled when the subscription stops
+	cancel   context.CancelFunc
+	pullCtx  context.Context // cancelled when it stops pulling (Drain or stop)
+	stopPull context.CancelFunc
+	sem      chan struct{} // one slot per unsettled delivery
+	// groupAckWait is the group's ack wait as this member last saw it
+	// (it only grows): when it is longer than the member's own ack
+	// timeout, an expired delivery is handed back at once.
+	groupAckWait atomic.Int64
+	done     chan struct{} // closed when run returns
+	hwg      sync.WaitGroup
 	obs      GroupObserver
+
+	mu   sync.Mutex
+	held map[uint64]*delivery // deliveries made and not settled, by stream sequence
+	idle chan struct{}          // signalled when a delivery is settled
 
 	stopOnce sync.Once
 	stopErr  error
 }
 
-// delivery is one delivery of an event to this member.
-type delivery struct {
-	msg     jetstream.Msg
-	rec     *facade.EventRecord
-	key     releaseKey
-	attempt int
-	// deadline is when JetStream redelivers the event unless it is acked
-	// (ManualAck: moved by Extend; guarded by the subscription's mu).
-	deadline time.Time
+// subHandle is the [facade.Subscription] of one Subscribe call: one member
+// per topic it reads.
+type subHandle struct {
+	subs []*subscription
+	done chan struct{}
+
+	mu   sync.Mutex
+	left int   // members not yet stopped
+	err  error // why it ended on its own
+}
+
+var _ facade.Subscription = (*subHandle)(nil)
+
+// Stop implements [facade.Subscription].
+func (h *subHandle) Stop(ctx context.Context) error {
+	var errs []error
+	for _, s := range h.subs {
+		errs = append(errs, s.stop(ctx, nil))
+	}
+	return errors.Join(errs...)
+}
+
+// Drain implements [facade.Subscription].
+func (h *subHandle) Drain(ctx context.Context) error {
+	for _, s := range h.subs {
+		s.stopPull()
+	}
+	var errs []error
+	for _, s := range h.subs {
+		errs = append(errs, s.drain(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// Done implements [facade.Subscription].
+func (h *subHandle) Done() <-chan struct{} { return h.done }
+
+// Err implements [facade.Subscription].
+func (h *subHandle) Err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+// stopped counts one member out; cause, when not nil, is why it ended on
+// its own.
+func (h *subHandle) stopped(cause error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if cause != nil && h.err == nil {
+		h.err = cause
+	}
+	h.left--
+	if h.left == 0 {
+		close(h.done)
+	}
 }
 
 // Subscribe implements [facade.Subscriber].
-func (b *Bus) Subscribe(ctx context.Context, topic, group string, handler facade.Handler, opts facade.SubscribeOptions) (facade.Unsubscribe, error) {
+func (b *Bus) Subscribe(ctx context.Context, topic, group string, handler facade.Handler, opts facade.SubscribeOptions) (facade.Subscription, error) {
 	if handler == nil {
 		return nil, fmt.Errorf("%w: nil handler", facade.ErrInvalidOption)
 	}
@@ -65,31 +120,26 @@ func (b *Bus) Subscribe(ctx context.Context, topic, group string, handler facade
 	if len(topics) == 0 {
 		return nil, fmt.Errorf("%w: no topic", facade.ErrBadTopic)
 	}
-	var subs []*subscription
-	stopAll := func(ctx context.Context) error {
-		var errs []error
-		for _, s := range subs {
-			errs = append(errs, s.stop(ctx))
-		}
-		return errors.Join(errs...)
-	}
+	h := &subHandle{done: make(chan struct{})}
 	seen := map[string]bool{}
 	for _, t := range topics {
 		if seen[t] {
 			continue
 		}
 		seen[t] = true
-		s, err := b.subscribeOne(ctx, t, group, handler, opts)
+		h.left++
+		s, err := b.subscribeOne(ctx, t, group, handler, opts, h)
 		if err != nil {
-			_ = stopAll(context.WithoutCancel(ctx))
+			h.left--
+			_ = h.Stop(context.WithoutCancel(ctx))
 			return nil, err
 		}
-		subs = append(subs, s)
+		h.subs = append(h.subs, s)
 	}
-	return stopAll, nil
+	return h, nil
 }
 
-func (b *Bus) subscribeOne(ctx context.Context, topic, group string, handler facade.Handler, opts facade.SubscribeOptions) (*subscription, error) {
+func (b *Bus) subscribeOne(ctx context.Context, topic, group string, handler facade.Handler, opts facade.SubscribeOptions, h *subHandle) (*subscription, error) {
 	ti, err := b.topic(ctx, topic)
 	if err != nil {
 		return nil, err
@@ -99,15 +149,17 @@ func (b *Bus) subscribeOne(ctx context.Context, topic, group string, handler fac
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	pctx, stopPull := context.WithCancel(sctx)
 	s := &subscription{
-		b: b, ti: ti, group: group, opts: opts, handler: handler,
-		ctx: sctx, cancel: cancel,
-		sem:      make(chan struct{}, opts.MaxInFlight),
-		done:     make(chan struct{}),
-		inflight: make(map[string]*delivery),
-		obs:      b.cfg.Observer.Group(topic, group),
+		b: b, ti: ti, group: group, opts: opts, handler: handler, h: h,
+		ctx: sctx, cancel: cancel, pullCtx: pctx, stopPull: stopPull,
+		sem:  make(chan struct{}, opts.MaxInFlight),
+		done: make(chan struct{}),
+		held: make(map[uint64]*delivery),
+		idle: make(chan struct{}, 1),
+		obs:  b.cfg.Observer.Group(topic, group),
 	}
-	s.floor.reset(b.cursorOf(ctx, ti, cons.CachedInfo().AckFloor.Stream))
+	s.groupAckWait.Store(int64(cons.CachedInfo().Config.AckWait))
 
 	b.subsMu.Lock()
 	if b.closed {
@@ -115,8 +167,7 @@ func (b *Bus) subscribeOne(ctx context.Context, topic, group string, handler fac
 		cancel()
 		return nil, facade.ErrClosed
 	}
-	k := groupKey{topic, group}
-	b.subs[k] = append(b.subs[k], s)
+	b.subs[s] = struct{}{}
 	b.wg.Add(1)
 	b.subsMu.Unlock()
 
@@ -131,42 +182,7 @@ func (b *Bus) subscribeOne(ctx context.Context, topic, group string, handler fac
 		defer b.wg.Done()
 		s.run(cc)
 	}()
-	if opts.ManualAck {
-		b.wg.Go(s.sweep)
-	}
 	return s, nil
-}
-
-// sweep drops ManualAck deliveries whose ack deadline passed: JetStream
-// redelivers them (maybe to another member), so holding them would keep a
-// slot forever and let a stale Ack settle the new delivery.
-func (s *subscription) sweep() {
-	every := min(s.opts.AckTimeout()/4, time.Second)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case now := <-t.C:
-			var expired []*delivery
-			s.mu.Lock()
-			for _, d := range s.inflight {
-				if now.After(d.deadline) {
-					expired = append(expired, d)
-				}
-			}
-			s.mu.Unlock()
-			for _, d := range expired {
-				if s.take(d) {
-					// Hand it back now: the group's AckWait may be longer
-					// than this member's ack timeout.
-					_ = d.msg.Nak()
-					s.floor.drop(d.rec.Seq)
-				}
-			}
-		}
-	}
 }
 
 func (s *subscription) consume(cons jetstream.Consumer) (jetstream.ConsumeContext, error) {
@@ -194,7 +210,7 @@ func (s *subscription) run(cc jetstream.ConsumeContext) {
 	for {
 		if cc != nil {
 			select {
-			case <-s.ctx.Done():
+			case <-s.pullCtx.Done():
 				cc.Drain()
 				<-cc.Closed()
 				return
@@ -203,14 +219,15 @@ func (s *subscription) run(cc jetstream.ConsumeContext) {
 			}
 		}
 		select {
-		case <-s.ctx.Done():
+		case <-s.pullCtx.Done():
 			return
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)
 		cc = nil
-		cons, err := s.b.ensureGroup(s.ctx, s.ti, s.group, s.opts)
+		cons, err := s.b.ensureGroup(s.pullCtx, s.ti, s.group, s.opts)
 		if err == nil {
+			s.groupAckWait.Store(int64(cons.CachedInfo().Config.AckWait))
 			cc, err = s.consume(cons)
 		}
 		if err != nil {
@@ -229,7 +246,7 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 		return
 	}
 	key := keyOf(meta)
-	if s.ctx.Err() != nil {
+	if s.pullCtx.Err() != nil {
 		// Stopping: hand buffered events back at once, uncounted.
 		s.b.released.add(key)
 		_ = msg.Nak()
@@ -240,15 +257,13 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 		attempt -= s.b.released.count(key)
 	}
 	rec := fromMsg(msg.Subject(), msg.Headers(), msg.Data(), meta.Sequence.Stream, meta.Timestamp)
-	d := &delivery{msg: msg, rec: rec, key: key, attempt: attempt, deadline: time.Now().Add(s.opts.AckTimeout())}
+	d := &delivery{s: s, msg: msg, rec: rec, key: key, attempt: attempt, hidx: -1}
 	if d.attempt > s.opts.MaxAttempts {
-		// The last attempt's ack deadline passed.
+		// The last attempt's deadline passed.
 		s.deadLetter(d, "ack deadline passed on the last attempt")
 		return
 	}
 	if s.opts.Filter != nil && !s.opts.Filter(rec) {
-		s.floor.push(rec)
-		s.floor.ack(rec.Seq)
 		_ = msg.Ack()
 		return
 	}
@@ -265,113 +280,92 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 		// Its ack clock ran while it waited for a slot: start it again, so
 		// the handler gets the whole ack timeout.
 		_ = msg.InProgress()
-		s.mu.Lock()
-		d.deadline = time.Now().Add(s.opts.AckTimeout())
-		s.mu.Unlock()
 	}
-	dc := facade.DeliveryContext{
-		Group:       s.group,
-		Attempt:     d.attempt,
-		MaxAttempts: s.opts.MaxAttempts,
-		AckDeadline: d.deadline,
-		Pending:     meta.NumPending,
-		Cursor:      s.floor.cursor(),
-	}
+	deadline := time.Now().Add(s.opts.AckTimeout())
+	d.deadline = deadline // not shared yet
 	if s.opts.ManualAck {
-		// A ManualAck handler only receives the event (acks come later), so
-		// it runs here, one at a time in stream order: what a WebSocket
-		// subscription needs to send EVENTs in order.
-		s.handle(d, dc)
+		s.b.expiry.add(d, deadline)
+		// A ManualAck handler only receives the delivery (it is settled
+		// later), so it runs here, one at a time in stream order: what a
+		// WebSocket subscription needs to send EVENTs in order.
+		s.handle(d)
 		return
 	}
 	s.hwg.Add(1)
 	go func() {
 		defer s.hwg.Done()
-		s.handle(d, dc)
+		s.handle(d)
 	}()
 }
 
-// admit takes a slot for d, waiting while MaxInFlight deliveries are out. A
-// redelivery of an event this member still holds takes over its slot.
+// admit takes a slot for d, waiting while MaxInFlight deliveries are out.
+// A redelivery of an event this member still holds takes over the old
+// delivery's slot: the old one's lease ended at the store (settling it
+// reports ErrExpired), and nothing is sent for it, since acks and naks
+// name the stream sequence that the new delivery now owns.
 func (s *subscription) admit(d *delivery) bool {
 	s.mu.Lock()
-	if old, ok := s.inflight[d.rec.ID]; ok {
-		_ = old // superseded: its late ack or nack still reaches the same sequence
-		s.inflight[d.rec.ID] = d
+	if old := s.held[d.rec.Seq]; old != nil {
+		s.held[d.rec.Seq] = d
 		s.mu.Unlock()
+		old.supersede()
 		return true
 	}
 	s.mu.Unlock()
 	select {
 	case s.sem <- struct{}{}:
-	case <-s.ctx.Done():
+	case <-s.pullCtx.Done():
 		return false
 	}
 	s.mu.Lock()
-	s.inflight[d.rec.ID] = d
+	s.held[d.rec.Seq] = d
 	s.mu.Unlock()
 	s.obs.InFlight(1)
-	s.floor.push(d.rec)
 	return true
 }
 
-// take removes d's event from the in-flight set if d is still its current
-// delivery, and frees its slot. It reports whether it did.
-func (s *subscription) take(d *delivery) bool {
+// release frees d's slot once it is settled.
+func (s *subscription) release(d *delivery) {
 	s.mu.Lock()
-	cur, ok := s.inflight[d.rec.ID]
-	if !ok || cur != d {
-		s.mu.Unlock()
-		return false
-	}
-	delete(s.inflight, d.rec.ID)
-	s.mu.Unlock()
-	<-s.sem
-	s.obs.InFlight(-1)
-	return true
-}
-
-// takeID is take by event id, for Ack and Nack calls.
-func (s *subscription) takeID(id string) *delivery {
-	s.mu.Lock()
-	d, ok := s.inflight[id]
+	ok := s.held[d.rec.Seq] == d
 	if ok {
-		delete(s.inflight, id)
+		delete(s.held, d.rec.Seq)
 	}
 	s.mu.Unlock()
-	if ok {
-		<-s.sem
-		s.obs.InFlight(-1)
-	}
-	return d
-}
-
-func (s *subscription) handle(d *delivery, dc facade.DeliveryContext) {
-	t0 := time.Now()
-	err := s.call(d.rec, dc)
-	s.obs.Handled(time.Since(t0))
-	if err == nil && s.opts.ManualAck {
-		return // stays in flight until Ack or Nack
-	}
-	if !s.take(d) {
-		return // superseded by a redelivery, which owns the event now
-	}
-	if err == nil {
-		_ = s.ack(d) // a lost ack means a redelivery: at least once
+	if !ok {
 		return
 	}
-	s.fail(d, err.Error())
+	<-s.sem
+	s.obs.InFlight(-1)
+	select {
+	case s.idle <- struct{}{}:
+	default:
+	}
+}
+
+func (s *subscription) handle(d *delivery) {
+	t0 := time.Now()
+	err := s.call(d)
+	s.obs.Handled(time.Since(t0))
+	if s.opts.ManualAck && err == nil {
+		return // the caller settles it
+	}
+	if err == nil {
+		_ = d.Ack(s.ctx) // settled already by the handler, or a lost ack: at least once
+		return
+	}
+	_ = d.Nack(s.ctx, err.Error())
 }
 
 // call runs the handler, turning a panic into an error.
-func (s *subscription) call(e *facade.EventRecord, dc facade.DeliveryContext) (err error) {
+func (s *subscription) call(d *delivery) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("handler panic: %v", r)
-			s.b.log.Error("handler panic", "topic", s.ti.topic, "group", s.group, "id", e.ID, "panic", r)
+			s.b.log.Error("handler panic", "topic", s.ti.topic, "group", s.group, "id", d.rec.ID, "panic", r)
 		}
 	}()
-	return s.handler(s.ctx, e, dc)
+	return s.handler(s.ctx, d)
 }
 
 func (s *subscription) ack(d *delivery) error {
@@ -380,7 +374,6 @@ func (s *subscription) ack(d *delivery) error {
 		return fmt.Errorf("ack %s: %w", d.rec.ID, translate(err))
 	}
 	s.obs.Acked(time.Since(time.UnixMilli(d.rec.TS)))
-	s.floor.ack(d.rec.Seq)
 	s.b.released.forget(d.key)
 	return nil
 }
@@ -397,14 +390,45 @@ func (s *subscription) fail(d *delivery, reason string) {
 	if err := d.msg.NakWithDelay(delay); err != nil {
 		s.b.log.Warn("nack", "topic", s.ti.topic, "group", s.group, "id", d.rec.ID, "err", err)
 	}
-	// The redelivery may go to another member: stop waiting for it here.
-	s.floor.drop(d.rec.Seq)
 }
 
-// stop ends the subscription: no new deliveries, running handlers finish,
-// events still unacknowledged are handed back to the group at once.
-func (s *subscription) stop(ctx context.Context) error {
+// drain waits until every delivery of s is settled (pulling has stopped),
+// then stops it; at ctx's end it stops at once.
+func (s *subscription) drain(ctx context.Context) error {
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		return errors.Join(ctx.Err(), s.stop(context.WithoutCancel(ctx), nil))
+	}
+	hdone := make(chan struct{})
+	go func() { s.hwg.Wait(); close(hdone) }()
+	for {
+		s.mu.Lock()
+		n := len(s.held)
+		s.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		select {
+		case <-s.idle:
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), s.stop(context.WithoutCancel(ctx), nil))
+		}
+	}
+	select {
+	case <-hdone:
+	case <-ctx.Done():
+		return errors.Join(ctx.Err(), s.stop(context.WithoutCancel(ctx), nil))
+	}
+	return s.stop(ctx, nil)
+}
+
+// stop ends the subscription: no new deliveries, running handlers are
+// cancelled and awaited, deliveries still unsettled are handed back to the
+// group at once. cause, when not nil, is why it ended on its own.
+func (s *subscription) stop(ctx context.Context, cause error) error {
 	s.stopOnce.Do(func() {
+		s.stopPull()
 		s.cancel()
 		select {
 		case <-s.done:
@@ -419,36 +443,24 @@ func (s *subscription) stop(ctx context.Context) error {
 			s.stopErr = ctx.Err()
 		}
 		s.mu.Lock()
-		pending := make([]*delivery, 0, len(s.inflight))
-		for _, d := range s.inflight {
+		pending := make([]*delivery, 0, len(s.held))
+		for _, d := range s.held {
 			pending = append(pending, d)
 		}
 		s.mu.Unlock()
 		for _, d := range pending {
-			if s.take(d) {
+			if d.finish(handedOff) == nil {
 				_ = d.msg.Nak()
 			}
 		}
 		s.unregister()
+		s.h.stopped(cause)
 	})
 	return s.stopErr
 }
 
 func (s *subscription) unregister() {
-	b := s.b
-	b.subsMu.Lock()
-	defer b.subsMu.Unlock()
-	k := groupKey{s.ti.topic, s.group}
-	ss := b.subs[k]
-	for i, x := range ss {
-		if x == s {
-			ss = append(ss[:i], ss[i+1:]...)
-			break
-		}
-	}
-	if len(ss) == 0 {
-		delete(b.subs, k)
-	} else {
-		b.subs[k] = ss
-	}
+	s.b.subsMu.Lock()
+	defer s.b.subsMu.Unlock()
+	delete(s.b.subs, s)
 }

@@ -66,11 +66,12 @@ func TestKnownSequence(t *testing.T) {
 	defer b.Close()
 	ctx := context.Background()
 	var seen atomic.Int64
-	unsub, err := b.Subscribe(ctx, "m.t", "g", func(_ context.Context, e *facade.EventRecord, d facade.DeliveryContext) error {
+	unsub, err := b.Subscribe(ctx, "m.t", "g", func(_ context.Context, d facade.Delivery) error {
+		e := d.Event()
 		seen.Add(1)
 		var v struct{ N int }
 		_ = json.Unmarshal(e.Payload, &v)
-		if v.N >= 7 && d.Attempt == 1 {
+		if v.N >= 7 && d.Attempt() == 1 {
 			return errors.New("first attempt of the last three fails")
 		}
 		return nil
@@ -78,7 +79,7 @@ func TestKnownSequence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unsub(ctx)
+	defer unsub.Stop(ctx)
 	for i := range 10 {
 		if _, err := b.Publish(ctx, "m.t", json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)), facade.PublishOptions{}); err != nil {
 			t.Fatal(err)

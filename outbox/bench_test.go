@@ -146,7 +146,8 @@ func benchLatency(b *testing.B, dsn, mode string, rate int, dur time.Duration) {
 	var mu sync.Mutex
 	started := make(map[string]time.Time)
 	var lat []time.Duration
-	unsub, err := bus.Subscribe(ctx, topic, "latency", func(ctx context.Context, e *facade.EventRecord, d facade.DeliveryContext) error {
+	unsub, err := bus.Subscribe(ctx, topic, "latency", func(ctx context.Context, d facade.Delivery) error {
+		e := d.Event()
 		now := time.Now()
 		mu.Lock()
 		if t0, ok := started[e.ID]; ok {
@@ -158,7 +159,7 @@ func benchLatency(b *testing.B, dsn, mode string, rate int, dur time.Duration) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer unsub(context.Background())
+	defer unsub.Stop(context.Background())
 
 	var s *outbox.Store
 	var d *outbox.Drainer

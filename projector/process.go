@@ -161,7 +161,7 @@ type Projector struct {
 	// entries is owned by the loop goroutine.
 	entries map[string]*entry
 	reqs    chan request
-	unsub   facade.Unsubscribe
+	sub     facade.Subscription
 	ctx     context.Context // cancelled by Shutdown, ends the loop
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -238,7 +238,7 @@ func Start(ctx context.Context, bus Bus, cfg Config) (*Projector, error) {
 	}
 	p.ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	p.wg.Go(p.loop)
-	unsub, err := bus.Subscribe(ctx, cfg.Heartbeats, cfg.Group, p.handle, facade.SubscribeOptions{
+	sub, err := bus.Subscribe(ctx, cfg.Heartbeats, cfg.Group, p.handle, facade.SubscribeOptions{
 		From:        facade.FromEarliest,
 		MaxInFlight: 1,
 	})
@@ -247,7 +247,7 @@ func Start(ctx context.Context, bus Bus, cfg Config) (*Projector, error) {
 		p.wg.Wait()
 		return nil, fmt.Errorf("projector: subscribe to %s: %w", cfg.Heartbeats, err)
 	}
-	p.unsub = unsub
+	p.sub = sub
 	p.log.Info("process projector started", "heartbeats", cfg.Heartbeats, "states", cfg.States,
 		"rebuilt", p.rebuilt, "stale_after", cfg.StaleAfter, "min_interval", cfg.MinInterval)
 	return p, nil
@@ -286,7 +286,8 @@ func (p *Projector) rebuild(ctx context.Context) error {
 // handle is the heartbeat group's handler: it hands the heartbeat to the loop
 // and returns the loop's verdict, so the heartbeat is acknowledged only once
 // the state it changed is stored.
-func (p *Projector) handle(ctx context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
+func (p *Projector) handle(ctx context.Context, d facade.Delivery) error {
+	e := d.Event()
 	r := request{ctx: ctx, e: e, reply: make(chan error, 1)}
 	select {
 	case p.reqs <- r:
@@ -412,7 +413,7 @@ func (p *Projector) Stats() Stats {
 // idempotent.
 func (p *Projector) Shutdown(ctx context.Context) error {
 	p.closeOnce.Do(func() {
-		err := p.unsub(ctx)
+		err := p.sub.Stop(ctx)
 		p.cancel()
 		done := make(chan struct{})
 		go func() { p.wg.Wait(); close(done) }()

@@ -66,7 +66,8 @@ func TestDashboard(t *testing.T) {
 
 	// A Go member of a group on dash.test receives what the page's form publishes.
 	received := make(chan *facade.EventRecord, 8)
-	unsub, err := st.bus.Subscribe(t.Context(), "dash.test", "go-check", func(_ context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
+	unsub, err := st.bus.Subscribe(t.Context(), "dash.test", "go-check", func(_ context.Context, dl facade.Delivery) error {
+		e := dl.Event()
 		select {
 		case received <- e:
 		default:
@@ -76,7 +77,7 @@ func TestDashboard(t *testing.T) {
 	if err != nil {
 		t.Fatalf("subscribe dash.test: %v", err)
 	}
-	t.Cleanup(func() { _ = unsub(context.Background()) })
+	t.Cleanup(func() { _ = unsub.Stop(context.Background()) })
 
 	b := newBrowser(t)
 	b.do(t, "load the dashboard", chromedp.Navigate(st.srv.URL+"/"))

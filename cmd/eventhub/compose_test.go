@@ -300,14 +300,15 @@ func eventGoesThrough(t *testing.T, from, to *hubProc, topic string) {
 	}
 	defer c.Close()
 	got := make(chan *facade.EventRecord, 4)
-	unsub, err := c.Subscribe(t.Context(), topic, "compose-check", func(_ context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
+	unsub, err := c.Subscribe(t.Context(), topic, "compose-check", func(_ context.Context, dl facade.Delivery) error {
+		e := dl.Event()
 		got <- e
 		return nil
 	}, facade.SubscribeOptions{From: facade.FromEarliest})
 	if err != nil {
 		t.Fatalf("subscribe: %v", err)
 	}
-	defer unsub(context.Background())
+	defer unsub.Stop(context.Background())
 	var id string
 	testutil.CheckFor(t, 30*time.Second, func() error {
 		req, _ := http.NewRequest(http.MethodPost, from.http+"/publish/"+topic, strings.NewReader(`{"from":"compose"}`))

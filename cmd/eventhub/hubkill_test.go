@@ -78,7 +78,8 @@ func TestHubKilledWhileClientsHoldDeliveries(t *testing.T) {
 
 	var mu sync.Mutex
 	held := map[string]uint64{} // id → seq, delivered through hub a, never acked
-	_, err = ca.Subscribe(t.Context(), topic, group, func(_ context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
+	_, err = ca.Subscribe(t.Context(), topic, group, func(_ context.Context, dl facade.Delivery) error {
+		e := dl.Event()
 		mu.Lock()
 		held[e.ID] = e.Seq
 		mu.Unlock()
@@ -105,9 +106,9 @@ func TestHubKilledWhileClientsHoldDeliveries(t *testing.T) {
 	_ = a.Wait()
 	killed := time.Now()
 
-	got := make(chan *facade.EventRecord, 2*n)
-	_, err = cb.Subscribe(t.Context(), topic, group, func(_ context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
-		got <- e
+	got := make(chan facade.Delivery, 2*n)
+	_, err = cb.Subscribe(t.Context(), topic, group, func(_ context.Context, dl facade.Delivery) error {
+		got <- dl
 		return nil
 	}, facade.SubscribeOptions{ManualAck: true, AckTimeoutMs: ackTimeout.Milliseconds(), MaxInFlight: n})
 	if err != nil {
@@ -127,11 +128,11 @@ func TestHubKilledWhileClientsHoldDeliveries(t *testing.T) {
 	limit := time.After(ackTimeout + time.Second + 10*time.Second) // ack wait + gateway margin + slack for a loaded machine
 	for len(recovered) < n {
 		select {
-		case e := <-got:
-			if _, ok := held[e.ID]; ok {
-				recovered[e.ID] = true
+		case d := <-got:
+			if _, ok := held[d.Event().ID]; ok {
+				recovered[d.Event().ID] = true
 			}
-			if _, err := cb.Ack(t.Context(), topic, group, e.ID); err != nil {
+			if err := d.Ack(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 		case <-limit:

@@ -38,19 +38,20 @@ func names(t testing.TB) (topic, group string) {
 // received is one delivery seen by a collector.
 type received struct {
 	e *facade.EventRecord
-	d facade.DeliveryContext
+	d facade.Delivery
 }
 
 // collector gathers deliveries; its handler returns what fail says.
 type collector struct {
 	ch   chan received
 	mu   sync.Mutex
-	fail func(e *facade.EventRecord, d facade.DeliveryContext) error
+	fail func(e *facade.EventRecord, d facade.Delivery) error
 }
 
 func newCollector() *collector { return &collector{ch: make(chan received, 10_000)} }
 
-func (c *collector) handle(_ context.Context, e *facade.EventRecord, d facade.DeliveryContext) error {
+func (c *collector) handle(_ context.Context, d facade.Delivery) error {
+	e := d.Event()
 	c.mu.Lock()
 	f := c.fail
 	c.mu.Unlock()
@@ -90,19 +91,19 @@ func (c *collector) quiet(t testing.TB, d time.Duration) {
 	t.Helper()
 	select {
 	case r := <-c.ch:
-		t.Fatalf("unexpected delivery of %s (seq %d, attempt %d)", r.e.Payload, r.e.Seq, r.d.Attempt)
+		t.Fatalf("unexpected delivery of %s (seq %d, attempt %d)", r.e.Payload, r.e.Seq, r.d.Attempt())
 	case <-time.After(d):
 	}
 }
 
-func subscribe(t testing.TB, b facade.Bus, topic, group string, h facade.Handler, o facade.SubscribeOptions) facade.Unsubscribe {
+func subscribe(t testing.TB, b facade.Bus, topic, group string, h facade.Handler, o facade.SubscribeOptions) facade.Subscription {
 	t.Helper()
-	unsub, err := b.Subscribe(t.Context(), topic, group, h, o)
+	sub, err := b.Subscribe(t.Context(), topic, group, h, o)
 	if err != nil {
 		t.Fatalf("subscribe %s/%s: %v", topic, group, err)
 	}
-	t.Cleanup(func() { _ = unsub(context.Background()) })
-	return unsub
+	t.Cleanup(func() { _ = sub.Stop(context.Background()) })
+	return sub
 }
 
 func publish(t testing.TB, b facade.Publisher, topic string, payload string, o facade.PublishOptions) *facade.EventRecord {

@@ -43,6 +43,12 @@ func Run(t *testing.T, env Env) {
 		{"DuplicateIDStoredOnce", testDuplicateID, false},
 		{"BadInput", testBadInput, false},
 		{"FanInTopics", testFanIn, false},
+		{"ManualAckFanInSettlesEveryTopic", testManualAckFanIn, false},
+		{"SettleAfterExpiry", testSettleAfterExpiry, false},
+		{"ExtendKeepsDelivery", testExtend, false},
+		{"DrainWaitsForSettlement", testDrain, false},
+		{"StopHandsBack", testStop, false},
+		{"SubscriptionEndedByClose", testEndedByClose, false},
 		{"Filter", testFilter, env.Features.NoFilter},
 		{"KeyedEventsAndLatestByKey", testKeys, env.Features.NoKeys},
 		{"PlainNATSPublisherToHub", testInteropIn, env.NATS == nil},
@@ -74,7 +80,7 @@ func testEarliest(t *testing.T, env Env) {
 		if r.e.ID != sent[i].ID || num(t, r.e) != i {
 			t.Fatalf("delivery %d: got %s %s, want %s", i, r.e.ID, r.e.Payload, sent[i].ID)
 		}
-		if r.d.Attempt != 1 || r.d.MaxAttempts != facade.DefaultMaxAttempts || r.d.Group != group {
+		if r.d.Attempt() != 1 || r.d.MaxAttempts() != facade.DefaultMaxAttempts || r.d.Group() != group {
 			t.Fatalf("delivery context %+v", r.d)
 		}
 	}
@@ -197,7 +203,8 @@ func testGroupShares(t *testing.T, env Env) {
 	seen := map[string]int{}
 	per := [2]atomic.Int64{}
 	h := func(i int) facade.Handler {
-		return func(_ context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
+		return func(_ context.Context, d facade.Delivery) error {
+			e := d.Event()
 			mu.Lock()
 			seen[e.ID]++
 			mu.Unlock()
@@ -247,8 +254,8 @@ func testHandlerError(t *testing.T, env Env) {
 	b := env.NewBus(t)
 	topic, group := names(t)
 	c := newCollector()
-	c.fail = func(e *facade.EventRecord, d facade.DeliveryContext) error {
-		if d.Attempt == 1 {
+	c.fail = func(e *facade.EventRecord, d facade.Delivery) error {
+		if d.Attempt() == 1 {
 			return errors.New("boom")
 		}
 		return nil
@@ -256,8 +263,8 @@ func testHandlerError(t *testing.T, env Env) {
 	subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{})
 	e := publish(t, b, topic, `{"n":1}`, facade.PublishOptions{})
 	first, second := c.next(t), c.next(t)
-	if first.e.ID != e.ID || second.e.ID != e.ID || first.d.Attempt != 1 || second.d.Attempt != 2 {
-		t.Fatalf("want the event twice with attempts 1, 2; got %s/%d, %s/%d", first.e.ID, first.d.Attempt, second.e.ID, second.d.Attempt)
+	if first.e.ID != e.ID || second.e.ID != e.ID || first.d.Attempt() != 1 || second.d.Attempt() != 2 {
+		t.Fatalf("want the event twice with attempts 1, 2; got %s/%d, %s/%d", first.e.ID, first.d.Attempt(), second.e.ID, second.d.Attempt())
 	}
 	c.quiet(t, 300*time.Millisecond)
 }
@@ -269,21 +276,24 @@ func testNack(t *testing.T, env Env) {
 	subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{ManualAck: true})
 	e := publish(t, b, topic, `{"n":1}`, facade.PublishOptions{})
 	first := c.next(t)
-	if _, err := b.Nack(t.Context(), topic, group, e.ID, "try again"); err != nil {
+	if err := first.d.Nack(t.Context(), "try again"); err != nil {
 		t.Fatal(err)
+	}
+	if err := first.d.Ack(t.Context()); !errors.Is(err, facade.ErrSettled) {
+		t.Fatalf("ack after nack: %v, want ErrSettled", err)
 	}
 	second := c.next(t)
-	if second.e.ID != e.ID || second.d.Attempt != 2 || first.d.Attempt != 1 {
-		t.Fatalf("after nack: %s attempt %d", second.e.ID, second.d.Attempt)
+	if second.e.ID != e.ID || second.d.Attempt() != 2 || first.d.Attempt() != 1 {
+		t.Fatalf("after nack: %s attempt %d", second.e.ID, second.d.Attempt())
 	}
-	if _, err := b.Ack(t.Context(), topic, group, e.ID); err != nil {
+	if err := second.d.Ack(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Ack(t.Context(), topic, group, e.ID); !errors.Is(err, facade.ErrUnknownID) {
-		t.Fatalf("second ack: %v, want ErrUnknownID", err)
+	if err := second.d.Ack(t.Context()); !errors.Is(err, facade.ErrSettled) {
+		t.Fatalf("second ack: %v, want ErrSettled", err)
 	}
-	if _, err := b.Ack(t.Context(), topic, group+"-other", e.ID); !errors.Is(err, facade.ErrNotSubscribed) {
-		t.Fatalf("ack of another group: %v, want ErrNotSubscribed", err)
+	if err := second.d.Nack(t.Context(), "too late"); !errors.Is(err, facade.ErrSettled) {
+		t.Fatalf("nack after ack: %v, want ErrSettled", err)
 	}
 	c.quiet(t, 300*time.Millisecond)
 }
@@ -292,7 +302,7 @@ func testDeadLetter(t *testing.T, env Env) {
 	b := env.NewBus(t)
 	topic, group := names(t)
 	c := newCollector()
-	c.fail = func(e *facade.EventRecord, _ facade.DeliveryContext) error {
+	c.fail = func(e *facade.EventRecord, _ facade.Delivery) error {
 		if num(t, e) == 0 {
 			return errors.New("poison")
 		}
@@ -309,7 +319,7 @@ func testDeadLetter(t *testing.T, env Env) {
 		if num(t, r.e) == 1 {
 			break
 		}
-		attempts = append(attempts, r.d.Attempt)
+		attempts = append(attempts, r.d.Attempt())
 	}
 	if !slices.Equal(attempts, []int{1, 2, 3}) {
 		t.Fatalf("poison attempts %v, want [1 2 3]", attempts)
@@ -337,11 +347,14 @@ func testOutOfOrderAcks(t *testing.T, env Env) {
 	b := env.NewBus(t)
 	topic, group := names(t)
 	c := newCollector()
-	unsub := subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{ManualAck: true, AckTimeoutMs: 60_000})
+	sub := subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{ManualAck: true, AckTimeoutMs: 60_000})
 	sent := publishN(t, b, topic, 5)
-	c.take(t, 5)
+	got := c.take(t, 5)
 	for _, i := range []int{0, 2, 4} {
-		if _, err := b.Ack(t.Context(), topic, group, sent[i].ID); err != nil {
+		if got[i].e.ID != sent[i].ID {
+			t.Fatalf("delivery %d is %s, want %s (stream order)", i, got[i].e.ID, sent[i].ID)
+		}
+		if err := got[i].d.Ack(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -358,13 +371,16 @@ func testOutOfOrderAcks(t *testing.T, env Env) {
 		})
 	}
 	// The hub stops (its members go away) and a new one takes over.
-	if err := unsub(t.Context()); err != nil {
+	if err := sub.Stop(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+	if err := got[1].d.Ack(t.Context()); !errors.Is(err, facade.ErrClosed) {
+		t.Fatalf("ack after the subscription stopped: %v, want ErrClosed (handed back)", err)
 	}
 	b2 := env.NewBus(t)
 	c2 := newCollector()
 	subscribe(t, b2, topic, group, c2.handle, facade.SubscribeOptions{AckTimeoutMs: 60_000})
-	got := c2.take(t, 2)
+	got = c2.take(t, 2)
 	ns := []int{num(t, got[0].e), num(t, got[1].e)}
 	slices.Sort(ns)
 	if !slices.Equal(ns, []int{1, 3}) {
@@ -377,7 +393,7 @@ func testSetCursor(t *testing.T, env Env) {
 	b := env.NewBus(t)
 	topic, group := names(t)
 	c := newCollector()
-	unsub := subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{From: facade.FromEarliest})
+	sub := subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{From: facade.FromEarliest})
 	sent := publishN(t, b, topic, 5)
 	// Times have millisecond resolution: leave a gap before the second half.
 	boundary := time.Now().Add(20 * time.Millisecond)
@@ -398,7 +414,7 @@ func testSetCursor(t *testing.T, env Env) {
 		}
 		return nil
 	})
-	_ = unsub(t.Context())
+	_ = sub.Stop(t.Context())
 
 	expect := func(how string, pos facade.CursorPosition, first int) {
 		t.Helper()
@@ -417,7 +433,7 @@ func testSetCursor(t *testing.T, env Env) {
 			t.Fatalf("%s: cursor %+v, want last %q and %d pending", how, *cur, wantLast, 10-first)
 		}
 		c := newCollector()
-		unsub := subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{})
+		sub := subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{})
 		if got := nums(t, c.take(t, 10-first)); !slices.Equal(got, seq(first, 10)) {
 			t.Fatalf("%s: got %v, want %v", how, got, seq(first, 10))
 		}
@@ -434,7 +450,7 @@ func testSetCursor(t *testing.T, env Env) {
 			}
 			return nil
 		})
-		_ = unsub(t.Context())
+		_ = sub.Stop(t.Context())
 	}
 	expect("rewind by seq", facade.CursorPosition{LastSeq: sent[2].Seq}, 3)
 	expect("skip by id", facade.CursorPosition{LastID: sent[7].ID}, 8)
@@ -470,7 +486,7 @@ func testMaxInFlight(t *testing.T, env Env) {
 	const limit, n = 3, 12
 	var running, peak, done atomic.Int64
 	release := make(chan struct{})
-	h := func(ctx context.Context, _ *facade.EventRecord, _ facade.DeliveryContext) error {
+	h := func(ctx context.Context, _ facade.Delivery) error {
 		r := running.Add(1)
 		for {
 			p := peak.Load()
@@ -556,7 +572,7 @@ func testBadInput(t *testing.T, env Env) {
 			t.Errorf("publish %s: err %v, want %v", tc.name, err, tc.wantErr)
 		}
 	}
-	nop := func(context.Context, *facade.EventRecord, facade.DeliveryContext) error { return nil }
+	nop := func(context.Context, facade.Delivery) error { return nil }
 	subs := []struct {
 		name, topic, group string
 		opts               facade.SubscribeOptions

@@ -1,0 +1,120 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/gateway"
+)
+
+// delivery is one EVENT handed to a handler: the [facade.Delivery] handle
+// whose Ack, Nack and Extend send ACK, NACK and MODACK for its lease on the
+// connection it arrived on.
+type delivery struct {
+	s  *subscription
+	cn *conn
+	f  *gateway.Frame
+
+	mu       sync.Mutex
+	done     bool
+	doneErr  error // what a later settlement returns
+	deadline time.Time
+}
+
+var _ facade.Delivery = (*delivery)(nil)
+
+func (d *delivery) Event() *facade.EventRecord { return d.f.Event }
+func (d *delivery) Group() string              { return d.f.Group }
+func (d *delivery) Attempt() int               { return d.f.Ctx.Attempt }
+func (d *delivery) MaxAttempts() int           { return d.s.opts.MaxAttempts }
+
+func (d *delivery) Deadline() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.deadline
+}
+
+// Ack implements [facade.Delivery]: it sends ACK and waits for the
+// gateway's answer. A lease that ended meanwhile (its deadline passed, or
+// the connection that delivered it dropped and the gateway handed it back)
+// gives an error wrapping facade.ErrExpired.
+func (d *delivery) Ack(ctx context.Context) error {
+	return d.settle(ctx, gateway.OpAck, "", true)
+}
+
+// Nack implements [facade.Delivery] with NACK.
+func (d *delivery) Nack(ctx context.Context, reason string) error {
+	return d.settle(ctx, gateway.OpNack, truncate(reason, 1024), true)
+}
+
+// settle sends op once; wait says whether to wait for the gateway's answer.
+func (d *delivery) settle(ctx context.Context, op, reason string, wait bool) error {
+	d.mu.Lock()
+	if d.done {
+		err := d.doneErr
+		d.mu.Unlock()
+		return err
+	}
+	d.done = true
+	d.doneErr = fmt.Errorf("%w: %s of %s/%s", facade.ErrSettled, d.f.Event.ID, d.f.Topic, d.f.Group)
+	d.mu.Unlock()
+	defer d.s.settled(d)
+	d.s.mu.Lock()
+	gone := d.s.gone
+	d.s.mu.Unlock()
+	if gone {
+		return fmt.Errorf("%w: the subscription of %s/%s ended and %s was handed back", facade.ErrClosed, d.f.Topic, d.f.Group, d.f.Event.ID)
+	}
+	if !wait {
+		b := gateway.AppendAck(nil, op, "", d.f.Topic, d.f.Group, d.f.Event.ID, d.f.Ctx.Attempt, reason, 0)
+		if err := d.cn.send(ctx, b); err != nil {
+			d.s.c.log.Debug("ack not sent", "id", d.f.Event.ID, "err", err)
+			return d.leaseEnded(err)
+		}
+		return nil
+	}
+	ctx, cancel := d.s.c.withTimeout(ctx)
+	defer cancel()
+	_, err := d.cn.request(ctx, &gateway.Frame{Op: op, Topic: d.f.Topic, Group: d.f.Group, ID: d.f.Event.ID, Attempt: d.f.Ctx.Attempt, Reason: reason})
+	return d.leaseEnded(err)
+}
+
+// leaseEnded maps the gateway's unknown_id and a dropped connection (the
+// gateway hands the events of a closed connection back) to ErrExpired.
+func (d *delivery) leaseEnded(err error) error {
+	if errors.Is(err, facade.ErrUnknownID) || errors.Is(err, facade.ErrUnavailable) {
+		return fmt.Errorf("%w: %s of %s/%s: %w", facade.ErrExpired, d.f.Event.ID, d.f.Topic, d.f.Group, err)
+	}
+	return err
+}
+
+// Extend implements [facade.Delivery] with MODACK: the lease moves to
+// now + by (at least one second; the gateway caps it at its
+// MaxAckTimeout).
+func (d *delivery) Extend(ctx context.Context, by time.Duration) error {
+	if by <= 0 {
+		return fmt.Errorf("%w: extension must be positive", facade.ErrInvalidOption)
+	}
+	d.mu.Lock()
+	if d.done {
+		err := d.doneErr
+		d.mu.Unlock()
+		return err
+	}
+	d.mu.Unlock()
+	ms := (by + time.Millisecond - 1).Milliseconds()
+	ctx, cancel := d.s.c.withTimeout(ctx)
+	defer cancel()
+	sent := time.Now()
+	if _, err := d.cn.request(ctx, &gateway.Frame{Op: gateway.OpModAck, Topic: d.f.Topic, Group: d.f.Group, ID: d.f.Event.ID, Attempt: d.f.Ctx.Attempt, ExtendMs: ms}); err != nil {
+		return d.leaseEnded(err)
+	}
+	d.mu.Lock()
+	d.deadline = sent.Add(max(by, time.Second))
+	d.mu.Unlock()
+	return nil
+}
