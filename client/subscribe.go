@@ -2,8 +2,8 @@ package client
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -27,10 +27,10 @@ type subscription struct {
 	mu       sync.Mutex
 	stopped  bool
 	draining bool
-	gone     bool // UNSUBSCRIBE sent or the subscription ended: leases handed back
-	queue    []*delivery // delivered, handler not started yet
-	workers  int         // goroutines running work
-	busy     int         // workers inside a handler
+	gone     bool                   // UNSUBSCRIBE sent or the subscription ended: leases handed back
+	queue    []*delivery            // delivered, handler not started yet
+	workers  int                    // goroutines running work
+	busy     int                    // workers inside a handler
 	held     map[*delivery]struct{} // dispatched and not settled
 	idle     chan struct{}
 	stopOnce sync.Once

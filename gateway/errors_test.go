@@ -57,7 +57,6 @@ func (b faultBus) GetCursor(ctx context.Context, topic, group string) (*facade.C
 	return b.Bus.GetCursor(ctx, topic, group)
 }
 
-
 // testPrincipal allows topics by prefix.
 type testPrincipal struct {
 	pub, sub []string

@@ -70,4 +70,3 @@ func TestAckWaitOnlyGrows(t *testing.T) {
 		t.Fatalf("group AckWait %v after a member asked for 200ms, want 5s", got)
 	}
 }
-

@@ -31,13 +31,13 @@ type subscription struct {
 	// (it only grows): when it is longer than the member's own ack
 	// timeout, an expired delivery is handed back at once.
 	groupAckWait atomic.Int64
-	done     chan struct{} // closed when run returns
-	hwg      sync.WaitGroup
-	obs      GroupObserver
+	done         chan struct{} // closed when run returns
+	hwg          sync.WaitGroup
+	obs          GroupObserver
 
 	mu   sync.Mutex
 	held map[uint64]*delivery // deliveries made and not settled, by stream sequence
-	idle chan struct{}          // signalled when a delivery is settled
+	idle chan struct{}        // signalled when a delivery is settled
 
 	stopOnce sync.Once
 	stopErr  error
