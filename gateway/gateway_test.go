@@ -381,3 +381,33 @@ func TestShutdownGoingAwayHandsBack(t *testing.T) {
 		t.Fatal("connected after shutdown")
 	}
 }
+
+// TestGroupAckWaitIsTheDocumentedCrashCost: after a hub crash, a group gets
+// back the events the hub held when the group's ack wait runs out. As
+// documented, that is the members' ackTimeoutMs, plus the lease grace for
+// WebSocket members, and nothing more.
+func TestGroupAckWaitIsTheDocumentedCrashCost(t *testing.T) {
+	bus := newBus(t)
+	g := newGateway(t, bus, Config{})
+	c := dialAuth(t, g.url, "")
+	c.ok(subscribeFrame("crash.ws", "g", `{"ackTimeoutMs":3000}`))
+	nop := func(context.Context, *facade.EventRecord, facade.DeliveryContext) error { return nil }
+	unsub, err := bus.Subscribe(t.Context(), "crash.go", "g", nop, facade.SubscribeOptions{AckTimeoutMs: 3000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unsub(context.Background())
+	for topic, want := range map[string]time.Duration{"crash.ws": 3*time.Second + leaseGrace, "crash.go": 3 * time.Second} {
+		ti, err := bus.LookupTopic(t.Context(), topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cons, err := ti.Stream.Consumer(t.Context(), "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cons.CachedInfo().Config.AckWait; got != want {
+			t.Errorf("%s: the group's ack wait is %v, want %v", topic, got, want)
+		}
+	}
+}

@@ -19,10 +19,12 @@ type transport interface {
 	// bufPool once written). It never blocks.
 	Send(buf *[]byte) sendResult
 	// SendNumbered is Send that also returns the frame's number: frames
-	// are numbered from 1 in the order they are queued, and frame n has
-	// been written to the connection once Written() >= n.
+	// are numbered from 1 in the order they are queued, and frame n may
+	// have reached the client once Written() >= n (it is counted when its
+	// write starts); while Written() < n it has not.
 	SendNumbered(buf *[]byte) (sendResult, uint64)
-	// Written is how many frames have been written to the connection.
+	// Written is how many frames have been, or are being, written to the
+	// connection.
 	Written() uint64
 	// Close writes the frames already queued (bounded by the write
 	// timeout), then a close frame with code and reason, and closes the
@@ -76,8 +78,9 @@ type wsTransport struct {
 	qmu    sync.Mutex
 	q      []*[]byte // frames waiting, oldest first
 	queued uint64    // frames queued so far (numbers frames)
-	// written counts the frames handed to the kernel; frames are
-	// written in the order they were queued.
+	// written counts the frames handed to the kernel, or being handed
+	// (counted before the write, so that a client can never have read a
+	// frame not yet counted); frames are written in the order queued.
 	written atomic.Uint64
 	max     int
 	wake    chan struct{} // capacity 1: the queue became non-empty
@@ -284,21 +287,23 @@ func (t *wsTransport) writeBatch(batch []*[]byte) bool {
 			return false
 		}
 		if t.bconn.Buffered() >= wsbatch.FlushBytes {
+			// Counted before the bytes go out: once they may have
+			// reached the client, they count as written.
+			t.written.Add(held)
+			held = 0
 			if err := t.bconn.Release(); err != nil {
 				t.broken = true
 				return false
 			}
-			t.written.Add(held)
-			held = 0
 			t.bconn.Hold()
 		}
 	}
+	t.written.Add(held)
 	if err := t.bconn.Release(); err != nil {
 		t.broken = true
 		t.log.Debug("flush failed", "err", err)
 		return false
 	}
-	t.written.Add(held)
 	return !t.abort.Load()
 }
 

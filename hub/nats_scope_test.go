@@ -188,6 +188,14 @@ func TestNativeSubscriptionsStayWithinPolicy(t *testing.T) {
 					t.Errorf("granted %s never arrived (reads %v got %v)", g, tc.reads, got)
 				}
 			}
+			// A group-restricted rule grants nothing outside its group.
+			if tc.queue != "" {
+				for sub, subjects := range got {
+					if !strings.HasSuffix(sub, "|"+tc.queue) && len(subjects) > 0 {
+						t.Errorf("subscription %s, outside group %s, read %v", sub, tc.queue, subjects)
+					}
+				}
+			}
 		})
 	}
 }

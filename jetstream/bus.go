@@ -203,24 +203,39 @@ func checkEmbeddedReplicas(c Config, sc ServerConfig) error {
 }
 
 // connectionLogging logs when the connection to an external server drops
-// and when it is back, with the server and how long it was down.
+// and when it is back, with the server and how long it was down. A
+// connection that is down no longer names its server, so the one it was
+// connected to is remembered.
 func connectionLogging(log *slog.Logger) []nats.Option {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	var downSince atomic.Int64 // UnixNano; 0 while connected
+	var server atomic.Pointer[string]
+	remember := func(nc *nats.Conn) string {
+		s := RedactURL(nc.ConnectedUrlRedacted())
+		if s != "" {
+			server.Store(&s)
+		}
+		return s
+	}
 	return []nats.Option{
+		nats.ConnectHandler(func(nc *nats.Conn) { remember(nc) }),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			downSince.CompareAndSwap(0, time.Now().UnixNano())
+			var s string
+			if p := server.Load(); p != nil {
+				s = *p
+			}
 			log.Warn("NATS connection lost; reconnecting (publishes fail with unavailable while it is down)",
-				"server", RedactURL(nc.ConnectedUrlRedacted()), "err", err)
+				"server", s, "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			var down time.Duration
 			if since := downSince.Swap(0); since != 0 {
 				down = time.Since(time.Unix(0, since)).Round(time.Millisecond)
 			}
-			log.Info("NATS connection restored", "server", RedactURL(nc.ConnectedUrlRedacted()), "down_for", down)
+			log.Info("NATS connection restored", "server", remember(nc), "down_for", down)
 		}),
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +47,7 @@ func TestExternalOutageIsLoggedAndFailsFast(t *testing.T) {
 		}
 		return nil
 	})
+	logNamesServer(t, logs.String(), "NATS connection lost", p.URL())
 	start := time.Now()
 	_, err = b.Publish(context.Background(), "outage.t", json.RawMessage(`2`), facade.PublishOptions{})
 	if !errors.Is(err, facade.ErrUnavailable) {
@@ -62,8 +64,28 @@ func TestExternalOutageIsLoggedAndFailsFast(t *testing.T) {
 		}
 		return nil
 	})
+	logNamesServer(t, logs.String(), "NATS connection restored", p.URL())
 	testutil.CheckFor(t, 10*time.Second, func() error {
 		_, err := b.Publish(t.Context(), "outage.t", json.RawMessage(`3`), facade.PublishOptions{})
 		return err
 	})
+}
+
+// logNamesServer checks that the log line with msg names the server at
+// serverURL.
+func logNamesServer(t *testing.T, logs, msg, serverURL string) {
+	t.Helper()
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, msg) {
+			if !strings.Contains(line, "server=") || !strings.Contains(line, u.Host) {
+				t.Errorf("the log does not name the server %s: %s", u.Host, line)
+			}
+			return
+		}
+	}
+	t.Errorf("no log line %q", msg)
 }
