@@ -189,6 +189,7 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 		cancel()
 		return nil, err
 	}
+	var na *auth.NATS
 	bc := cfg.Bus
 	bc.Logger = log
 	bc.Observer = m
@@ -201,7 +202,7 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 			Sync: cfg.Sync, Logger: log.With("component", "nats-server"),
 		}
 		if au.Configured() {
-			na := auth.NewNATS(au, log.With("component", "nats-auth"), nil)
+			na = auth.NewNATS(au, log.With("component", "nats-auth"), nil)
 			oc.Server.Options = &server.Options{CustomClientAuthentication: na}
 			oc.NATSOptions = []nats.Option{nats.Token(na.HubToken()), nats.CustomInboxPrefix(na.HubInboxPrefix())}
 		}
@@ -211,6 +212,9 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 		au.Close()
 		cancel()
 		return nil, err
+	}
+	if na != nil {
+		na.SetDirectory(busDirectory{bus})
 	}
 	h := &Hub{cfg: cfg, log: log, Bus: bus, Auth: au, Registry: reg, Metrics: m, cancel: cancel}
 	if srv := bus.Server(); srv != nil {
