@@ -81,7 +81,7 @@ type Authenticator struct {
 	staticPolicy *acl.CompiledPolicy
 	// staticAll: the static token's policy allows everything.
 	staticAll bool
-	verifier     *acl.Verifier
+	verifier  *acl.Verifier
 }
 
 // New builds an Authenticator; with a JWKS URL it fetches the keys first and
