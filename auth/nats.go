@@ -115,33 +115,39 @@ func (n *NATS) Check(c server.ClientAuthentication) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	id, perms, code := n.authorize(ctx, token)
+	if code != "" {
+		n.refuse(c, code)
+		return false
+	}
+	c.RegisterUser(&server.User{Username: id.Subject, Permissions: perms, ConnectionDeadline: id.Expires})
+	return true
+}
+
+// authorize authenticates a native client's token and computes its subject
+// permissions; code is a refusal reason ("" when accepted). The embedded
+// server's Check and the auth callout service share it, so a token has the
+// same rights on the embedded server and on an external one.
+func (n *NATS) authorize(ctx context.Context, token string) (id *Identity, perms *server.Permissions, code string) {
 	id, err := n.auth.Authenticate(ctx, token)
 	if err != nil {
-		n.refuse(c, codeOf(err))
-		return false
-	}
-	pub, sub, ok := id.Policy.NATSPermissions()
-	if !ok {
-		n.refuse(c, "policy_not_expressible")
-		return false
-	}
-	subAllow, subDeny, ok := subscribePermissions(sub)
-	if !ok {
-		n.refuse(c, "policy_not_expressible")
-		return false
+		return nil, nil, codeOf(err)
 	}
 	hubInbox := n.hubInbox + ".>"
 	if id.HasScope(ScopeAdmin) && (!id.Static || n.auth.staticAll) {
 		deny := []string{hubInbox, "$SYS.>"}
-		c.RegisterUser(&server.User{
-			Username: id.Subject,
-			Permissions: &server.Permissions{
-				Publish:   &server.SubjectPermission{Deny: deny},
-				Subscribe: &server.SubjectPermission{Deny: slices.Clone(deny)},
-			},
-			ConnectionDeadline: id.Expires,
-		})
-		return true
+		return id, &server.Permissions{
+			Publish:   &server.SubjectPermission{Deny: deny},
+			Subscribe: &server.SubjectPermission{Deny: slices.Clone(deny)},
+		}, ""
+	}
+	pub, sub, ok := id.Policy.NATSPermissions()
+	if !ok {
+		return nil, nil, "policy_not_expressible"
+	}
+	subAllow, subDeny, ok := subscribePermissions(sub)
+	if !ok {
+		return nil, nil, "policy_not_expressible"
 	}
 	var dir Directory
 	if d := n.dir.Load(); d != nil {
@@ -158,21 +164,16 @@ func (n *NATS) Check(c server.ClientAuthentication) bool {
 		// else under $JS is in it (no entry begins with a wildcard).
 		pubDeny = slices.DeleteFunc(pubDeny, func(s string) bool { return s == "$JS.>" })
 	}
-	c.RegisterUser(&server.User{
-		Username: id.Subject,
-		Permissions: &server.Permissions{
-			Publish: &server.SubjectPermission{
-				Allow: append(withKeyed(pub), js...),
-				Deny:  pubDeny,
-			},
-			Subscribe: &server.SubjectPermission{
-				Allow: append(subAllow, "_INBOX.>"),
-				Deny:  append(append(slices.Clone(systemSubjects), hubInbox), subDeny...),
-			},
+	return id, &server.Permissions{
+		Publish: &server.SubjectPermission{
+			Allow: append(withKeyed(pub), js...),
+			Deny:  pubDeny,
 		},
-		ConnectionDeadline: id.Expires,
-	})
-	return true
+		Subscribe: &server.SubjectPermission{
+			Allow: append(subAllow, "_INBOX.>"),
+			Deny:  append(append(slices.Clone(systemSubjects), hubInbox), subDeny...),
+		},
+	}, ""
 }
 
 func (n *NATS) refuse(c server.ClientAuthentication, code string) {

@@ -264,13 +264,22 @@ func TestNativeJetStreamConsumerSharesHubGroup(t *testing.T) {
 		return nil
 	}
 	dup := make(chan error, total)
-	handler := func(_ context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
+	// The hub member holds one event at a time and keeps its first until
+	// the native member has had one, so both get work whoever pulls first.
+	nativeGot := make(chan struct{})
+	var nativeOnce sync.Once
+	handler := func(ctx context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
+		select {
+		case <-nativeGot:
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+		}
 		if err := record("hub", e.Payload); err != nil {
 			dup <- err
 		}
 		return nil
 	}
-	unsub, err := h.Bus.Subscribe(t.Context(), topic, group, handler, facade.SubscribeOptions{})
+	unsub, err := h.Bus.Subscribe(t.Context(), topic, group, handler, facade.SubscribeOptions{MaxInFlight: 1, GroupMaxInFlight: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,6 +296,7 @@ func TestNativeJetStreamConsumerSharesHubGroup(t *testing.T) {
 			dup <- err
 		}
 		_ = m.Ack()
+		nativeOnce.Do(func() { close(nativeGot) })
 	})
 	if err != nil {
 		t.Fatal(err)
