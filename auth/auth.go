@@ -79,13 +79,15 @@ type Authenticator struct {
 	static       [32]byte
 	hasStatic    bool
 	staticPolicy *acl.CompiledPolicy
-	verifier     *acl.Verifier
+	// staticAll: the static token's policy allows everything.
+	staticAll bool
+	verifier  *acl.Verifier
 }
 
 // New builds an Authenticator; with a JWKS URL it fetches the keys first and
 // keeps refreshing them until Close, under ctx.
 func New(ctx context.Context, cfg Config) (*Authenticator, error) {
-	a := &Authenticator{staticPolicy: acl.AllowAll()}
+	a := &Authenticator{staticPolicy: acl.AllowAll(), staticAll: true}
 	if cfg.Token != "" {
 		if len(cfg.Token) < 16 {
 			return nil, fmt.Errorf("auth: the static token must be at least 16 characters")
@@ -97,7 +99,7 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 			if err != nil {
 				return nil, fmt.Errorf("auth: static token policy: %w", err)
 			}
-			a.staticPolicy = p
+			a.staticPolicy, a.staticAll = p, false
 		}
 	}
 	if cfg.jwtConfigured() {

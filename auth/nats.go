@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -26,10 +27,17 @@ import (
 //     and JetStream-acknowledged publishes work (acks arrive on _INBOX.>);
 //   - subscribe rights give live (core NATS) subscriptions on the topics,
 //     exact for wildcard subscriptions too (see subscribePermissions);
-//   - the JetStream API and other system subjects ($JS.>, $KV.>, $SYS.>…)
-//     are denied even to wildcard policies: durable consumption of topics
-//     goes through the hub (WebSocket or the Go client), where groups are
-//     checked too;
+//   - the JetStream API is granted by stream and consumer name for the
+//     topics and groups the policy allows (see jetStreamGrants): stream
+//     lookup and info, direct gets, and the hub's groups as durable
+//     consumers, so a native JetStream consumer bound to a group shares its
+//     work with the hub's members; other system subjects ($KV.>, $SYS.>…)
+//     and the rest of the JetStream API stay denied, even to wildcard
+//     policies (a policy whose allow list begins with a wildcard gets no
+//     JetStream API at all: NATS could not keep it out of $JS.>);
+//   - the all-access static token and tokens with the admin scope get the
+//     whole JetStream API and every subject but the hub's own inboxes and
+//     $SYS.>, as operators' nats CLI expects;
 //   - the hub's own inboxes use a private random prefix that is denied to
 //     everyone else; native clients share _INBOX.> for their replies, so
 //     they can see each other's JetStream publish acks (not events);
@@ -42,6 +50,7 @@ import (
 // are refused.
 type NATS struct {
 	auth      *Authenticator
+	dir       atomic.Pointer[directory]
 	hubToken  string
 	hubDigest [32]byte
 	hubInbox  string
@@ -68,6 +77,13 @@ func NewNATS(a *Authenticator, log *slog.Logger, onFail func(code string)) *NATS
 		log:      log, onFail: onFail,
 	}
 }
+
+type directory struct{ Directory }
+
+// SetDirectory tells the authentication where topics live, for the
+// JetStream API grants; until it is set (the bus is not open yet) native
+// clients get none. Safe for concurrent use.
+func (n *NATS) SetDirectory(d Directory) { n.dir.Store(&directory{d}) }
 
 // HubToken is the secret the hub's own connection authenticates with.
 func (n *NATS) HubToken() string { return n.hubToken }
@@ -99,37 +115,65 @@ func (n *NATS) Check(c server.ClientAuthentication) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	id, perms, code := n.authorize(ctx, token)
+	if code != "" {
+		n.refuse(c, code)
+		return false
+	}
+	c.RegisterUser(&server.User{Username: id.Subject, Permissions: perms, ConnectionDeadline: id.Expires})
+	return true
+}
+
+// authorize authenticates a native client's token and computes its subject
+// permissions; code is a refusal reason ("" when accepted). The embedded
+// server's Check and the auth callout service share it, so a token has the
+// same rights on the embedded server and on an external one.
+func (n *NATS) authorize(ctx context.Context, token string) (id *Identity, perms *server.Permissions, code string) {
 	id, err := n.auth.Authenticate(ctx, token)
 	if err != nil {
-		n.refuse(c, codeOf(err))
-		return false
+		return nil, nil, codeOf(err)
+	}
+	hubInbox := n.hubInbox + ".>"
+	if id.HasScope(ScopeAdmin) && (!id.Static || n.auth.staticAll) {
+		deny := []string{hubInbox, "$SYS.>"}
+		return id, &server.Permissions{
+			Publish:   &server.SubjectPermission{Deny: deny},
+			Subscribe: &server.SubjectPermission{Deny: slices.Clone(deny)},
+		}, ""
 	}
 	pub, sub, ok := id.Policy.NATSPermissions()
 	if !ok {
-		n.refuse(c, "policy_not_expressible")
-		return false
+		return nil, nil, "policy_not_expressible"
 	}
 	subAllow, subDeny, ok := subscribePermissions(sub)
 	if !ok {
-		n.refuse(c, "policy_not_expressible")
-		return false
+		return nil, nil, "policy_not_expressible"
 	}
-	hubInbox := n.hubInbox + ".>"
-	c.RegisterUser(&server.User{
-		Username: id.Subject,
-		Permissions: &server.Permissions{
-			Publish: &server.SubjectPermission{
-				Allow: withKeyed(pub),
-				Deny:  append(slices.Clone(systemSubjects), "_INBOX.>", hubInbox),
-			},
-			Subscribe: &server.SubjectPermission{
-				Allow: append(subAllow, "_INBOX.>"),
-				Deny:  append(append(slices.Clone(systemSubjects), hubInbox), subDeny...),
-			},
+	var dir Directory
+	if d := n.dir.Load(); d != nil {
+		dir = d.Directory
+	}
+	js, jsOK, err := jetStreamGrants(ctx, dir, id.Policy, pub, sub)
+	if err != nil {
+		n.log.Warn("native NATS client gets no JetStream API: streams could not be listed", "err", err, "subject", id.Subject)
+		jsOK = false
+	}
+	pubDeny := append(slices.Clone(systemSubjects), "_INBOX.>", hubInbox)
+	if jsOK {
+		// The allow list names every JetStream subject granted; nothing
+		// else under $JS is in it (no entry begins with a wildcard).
+		pubDeny = slices.DeleteFunc(pubDeny, func(s string) bool { return s == "$JS.>" })
+	}
+	return id, &server.Permissions{
+		Publish: &server.SubjectPermission{
+			Allow: append(withKeyed(pub), js...),
+			Deny:  pubDeny,
 		},
-		ConnectionDeadline: id.Expires,
-	})
-	return true
+		Subscribe: &server.SubjectPermission{
+			Allow: append(subAllow, "_INBOX.>"),
+			Deny:  append(append(slices.Clone(systemSubjects), hubInbox), subDeny...),
+		},
+	}, ""
 }
 
 func (n *NATS) refuse(c server.ClientAuthentication, code string) {

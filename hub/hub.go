@@ -39,6 +39,12 @@ type Config struct {
 	NATSUser     string
 	NATSPassword string
 	NATSToken    string
+	// NATSCalloutSeed, with an external server, runs the hub as that
+	// server's auth callout service (nats-server 2.10+): the account nkey
+	// seed whose public key the servers' auth_callout issuer names. Native
+	// clients then get the rights their hub token gives (see
+	// deploy/nats/callout.conf). Needs Auth.
+	NATSCalloutSeed string
 
 	// Embedded server settings.
 	DataDir  string
@@ -130,6 +136,9 @@ func (c Config) Validate() error {
 	if !IsLoopback(c.Host) && !c.Auth.Enabled() {
 		return fmt.Errorf("%w: HTTP and WebSocket servers on %s (set WS_TOKEN or JWT auth, or keep them on 127.0.0.1)", ErrInsecureListen, c.Host)
 	}
+	if c.NATSCalloutSeed != "" && (c.NATSURL == "" || !c.Auth.Enabled()) {
+		return errors.New("hub: the NATS auth callout needs an external server (NATS_URL) and hub auth (a token or JWT)")
+	}
 	switch c.Sync {
 	case jetstream.SyncDefault, jetstream.SyncAlways:
 	default:
@@ -164,6 +173,7 @@ type Hub struct {
 	stopDemo   context.CancelFunc
 	drainer    *outbox.Drainer
 	outbox     *outbox.Store
+	callout    *auth.Callout
 	bg         sync.WaitGroup // background components
 	cancel     context.CancelFunc
 }
@@ -189,19 +199,30 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 		cancel()
 		return nil, err
 	}
+	var na *auth.NATS
 	bc := cfg.Bus
 	bc.Logger = log
 	bc.Observer = m
 	oc := jetstream.OpenConfig{URL: cfg.NATSURL, Bus: bc}
+	var callout *auth.Callout
 	if cfg.NATSURL != "" {
 		oc.NATSOptions = natsAuth(cfg)
+		if cfg.NATSCalloutSeed != "" {
+			na = auth.NewNATS(au, log.With("component", "nats-auth"), nil)
+			if callout, err = auth.NewCallout(na, cfg.NATSCalloutSeed); err != nil {
+				au.Close()
+				cancel()
+				return nil, err
+			}
+			oc.NATSOptions = append(oc.NATSOptions, nats.CustomInboxPrefix(na.HubInboxPrefix()))
+		}
 	} else {
 		oc.Server = jetstream.ServerConfig{
 			DataDir: cfg.DataDir, Memory: cfg.Memory, Host: cfg.NATSHost, Port: cfg.NATSPort,
 			Sync: cfg.Sync, Logger: log.With("component", "nats-server"),
 		}
 		if au.Configured() {
-			na := auth.NewNATS(au, log.With("component", "nats-auth"), nil)
+			na = auth.NewNATS(au, log.With("component", "nats-auth"), nil)
 			oc.Server.Options = &server.Options{CustomClientAuthentication: na}
 			oc.NATSOptions = []nats.Option{nats.Token(na.HubToken()), nats.CustomInboxPrefix(na.HubInboxPrefix())}
 		}
@@ -212,7 +233,20 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 		cancel()
 		return nil, err
 	}
+	if na != nil {
+		na.SetDirectory(busDirectory{bus})
+	}
 	h := &Hub{cfg: cfg, log: log, Bus: bus, Auth: au, Registry: reg, Metrics: m, cancel: cancel}
+	if callout != nil {
+		if err := callout.Start(bus.Conn()); err != nil {
+			_ = bus.Shutdown(context.WithoutCancel(ctx))
+			au.Close()
+			cancel()
+			return nil, err
+		}
+		h.callout = callout
+		log.Info("auth callout service running", "issuer", callout.Issuer())
+	}
 	if srv := bus.Server(); srv != nil {
 		reg.MustRegister(metrics.NewServerCollector(srv))
 	}
@@ -349,6 +383,9 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	h.bg.Wait()
 	if h.outbox != nil {
 		errs = append(errs, h.outbox.Close())
+	}
+	if h.callout != nil {
+		errs = append(errs, h.callout.Close())
 	}
 	errs = append(errs, h.Bus.Shutdown(ctx))
 	h.Auth.Close()

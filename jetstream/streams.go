@@ -201,3 +201,22 @@ func (b *Bus) compact(ctx context.Context, ti *topicInfo) error {
 		"stream", ti.name, "topic", ti.topic)
 	return nil
 }
+
+// CreateTopic creates the stream of topic now, as its first publish through
+// the hub would (its own stream, or the configured family stream), so that
+// native NATS clients can publish to it with acknowledgements; a stream
+// that already captures the topic is left as it is. It returns the
+// stream's name. Errors: facade.ErrBadTopic for an invalid topic or a
+// pattern (a family is declared in the configuration instead), and the
+// JetStream error of the create. It blocks on JetStream API calls.
+func (b *Bus) CreateTopic(ctx context.Context, topic string) (string, error) {
+	if strings.ContainsAny(topic, "*>") {
+		return "", fmt.Errorf("%w: %q is a pattern; declare a topic family with a stream in the configuration (topics: - pattern: %s, stream: NAME)",
+			facade.ErrBadTopic, topic, topic)
+	}
+	ti, err := b.topic(ctx, topic)
+	if err != nil {
+		return "", err
+	}
+	return ti.name, nil
+}

@@ -3,6 +3,7 @@
 //
 //	eventhub [serve] [flags]   run the hub (the default)
 //	eventhub export -topic T   export a topic's events as NDJSON
+//	eventhub topics create T   create topics' streams ahead of their first use
 //	eventhub healthcheck       succeed when the local hub is ready
 //	eventhub token -scopes S   mint a development HS256 token
 //	eventhub version           print the version
@@ -45,6 +46,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return serve(ctx, args, getenv, stderr)
 	case "export":
 		return export(ctx, args, getenv, stdout, stderr)
+	case "topics":
+		return topics(ctx, args, getenv, stdout, stderr)
 	case "token":
 		return token(args, getenv, stdout, stderr)
 	case "healthcheck":
@@ -62,6 +65,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 const usage = `usage:
   eventhub [serve] [flags]   run the hub (eventhub serve -h lists the flags)
   eventhub export -topic T   write a topic's events (-from, -to, -limit) as NDJSON to -out
+  eventhub topics create T…  create the topics' streams now, so native NATS clients can publish to them
   eventhub token -scopes S   mint a development HS256 token signed with $JWT_SECRET
   eventhub healthcheck       exit 0 when the hub on this machine is ready (GET /readyz)
   eventhub version           print the version`

@@ -99,6 +99,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (hu
 	f.str(&c.NATSUser, "nats-user", "NATS_USER", "", "user for the external NATS server")
 	f.str(&c.NATSPassword, "nats-password", "NATS_PASSWORD", "", "password for the external NATS server")
 	f.str(&c.NATSToken, "nats-token", "NATS_TOKEN", "", "token for the external NATS server")
+	f.str(&c.NATSCalloutSeed, "nats-callout-seed", "NATS_CALLOUT_SEED", "", "account nkey seed (SA…): run as the external NATS server's auth callout service (deploy/nats/callout.conf)")
 	f.str(&c.DataDir, "data-dir", "EVENTHUB_DATA_DIR", "data", "embedded server: JetStream storage directory")
 	f.bool(&c.Memory, "memory", "EVENTHUB_MEMORY", false, "embedded server: keep everything in memory (throwaway runs)")
 	f.str(&c.NATSHost, "nats-host", "EVENTHUB_NATS_HOST", "127.0.0.1", "embedded server: host of the NATS client port")

@@ -130,6 +130,22 @@ type Process struct {
 	cmd  *exec.Cmd
 	log  *bytes.Buffer
 	mu   sync.Mutex
+	// conf, env and ready: see StartProcessConfig.
+	conf  string
+	env   []string
+	ready []nats.Option
+}
+
+// StartProcessConfig starts nats-server like StartProcess, with the
+// configuration file conf (its port and store directory are overridden)
+// and env added to its environment (a config file reads $NAME from it).
+// Readiness is checked with a connection made with ready (its credentials).
+func StartProcessConfig(t testing.TB, conf string, env []string, ready ...nats.Option) *Process {
+	t.Helper()
+	p := &Process{t: t, bin: Binary(t), Dir: t.TempDir(), Port: freePort(t), conf: conf, env: env, ready: ready}
+	p.Start()
+	t.Cleanup(p.Stop)
+	return p
 }
 
 // StartProcess starts nats-server with JetStream on a free loopback port,
@@ -151,14 +167,19 @@ func (p *Process) Start() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.log = &bytes.Buffer{}
-	p.cmd = exec.Command(p.bin, "-js", "-a", "127.0.0.1", "-p", strconv.Itoa(p.Port), "-sd", p.Dir, "-n", "ext")
+	args := []string{"-js", "-a", "127.0.0.1", "-p", strconv.Itoa(p.Port), "-sd", p.Dir, "-n", "ext"}
+	if p.conf != "" {
+		args = append([]string{"-c", p.conf}, args...)
+	}
+	p.cmd = exec.Command(p.bin, args...)
+	p.cmd.Env = append(os.Environ(), p.env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatalf("natstest: start nats-server: %v", err)
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		nc, err := nats.Connect(p.URL(), nats.Timeout(time.Second))
+		nc, err := nats.Connect(p.URL(), append([]nats.Option{nats.Timeout(time.Second)}, p.ready...)...)
 		if err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			_, err = nc.RequestWithContext(ctx, "$JS.API.INFO", nil)

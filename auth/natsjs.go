@@ -1,0 +1,226 @@
+package auth
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/eventhub/eventhub/acl"
+)
+
+// Directory tells native-client authentication where topics live, so that
+// it can grant JetStream API subjects by stream and consumer name. The hub's
+// bus implements it (hub wires it with [NATS.SetDirectory]).
+type Directory interface {
+	// TopicStreams lists the streams whose subjects overlap filter (a NATS
+	// subject, wildcards allowed).
+	TopicStreams(ctx context.Context, filter string) ([]Stream, error)
+	// StreamNameFor is the stream the hub would create for topic; shared
+	// is true for a configured family stream.
+	StreamNameFor(topic string) (name string, shared bool)
+	// ConsumerName is the durable consumer of group on topic, on the
+	// topic's own stream or on a shared one.
+	ConsumerName(group, topic string, shared bool) string
+}
+
+// Stream is a stream that holds topics.
+type Stream struct {
+	Name string
+	// Topic is set when the stream is the hub's own stream of one topic
+	// (the topic and its keyed subjects); "" when it holds several.
+	Topic string
+	// Groups are the hub groups found on a shared stream.
+	Groups []GroupConsumer
+}
+
+// GroupConsumer is the durable consumer of a hub group.
+type GroupConsumer struct{ Consumer, Topic, Group string }
+
+// JetStream API subjects (nats-server's jetstream_api.go).
+const (
+	jsAPI = "$JS.API."
+	// Acks of a consumer's messages: "$JS.ACK.<stream>.<consumer>.…" (v1)
+	// or "$JS.ACK.<domain>.<account hash>.<stream>.<consumer>.…" (v2).
+	jsAck = "$JS.ACK."
+)
+
+// jsGrants collects the JetStream API subjects granted to one principal.
+type jsGrants struct{ pub []string }
+
+func (g *jsGrants) add(subjects ...string) {
+	for _, s := range subjects {
+		if !slices.Contains(g.pub, s) {
+			g.pub = append(g.pub, s)
+		}
+	}
+}
+
+// consumer grants the use of one consumer (name may be "*": every consumer
+// of the stream): its info, pulling (MSG.NEXT) and acking; with create,
+// creating and deleting it too. On a shared stream a create is granted only
+// with the topic as the filter subject in the API subject, which the server
+// checks against the consumer's configuration, so the consumer cannot read
+// the stream's other topics.
+func (g *jsGrants) consumer(stream, name string, create bool, filter string) {
+	g.add(
+		jsAPI+"CONSUMER.INFO."+stream+"."+name,
+		jsAPI+"CONSUMER.MSG.NEXT."+stream+"."+name,
+		jsAck+stream+"."+name+".>",
+		jsAck+"*.*."+stream+"."+name+".>",
+	)
+	if !create {
+		return
+	}
+	g.add(jsAPI + "CONSUMER.DELETE." + stream + "." + name)
+	if filter != "" {
+		g.add(jsAPI + "CONSUMER.CREATE." + stream + "." + name + "." + filter)
+		return
+	}
+	g.add(
+		jsAPI+"CONSUMER.CREATE."+stream+"."+name,
+		jsAPI+"CONSUMER.CREATE."+stream+"."+name+".>",
+		jsAPI+"CONSUMER.DURABLE.CREATE."+stream+"."+name,
+	)
+}
+
+// jetStreamGrants returns the JetStream API subjects a principal with
+// policy p may publish to, given its NATS allow lists (pub, and sub whose
+// entries may carry a " queue" suffix):
+//
+//   - "$JS.API.STREAM.NAMES" (streams by subject, which js.Publish callers
+//     and nats.go's lookups use) and the info of every stream holding a
+//     topic it may publish or subscribe to;
+//   - on the hub's own stream of a topic it may subscribe to (any group):
+//     direct gets ("$JS.API.DIRECT.GET.<stream>[.<subject>]"), message get,
+//     and every consumer of the stream (create, info, pull, ack, delete, list);
+//   - on such a stream with group-restricted rules: the consumers of the
+//     allowed groups only, created, bound to, pulled, acked and deleted;
+//   - on a stream holding several topics: last-by-subject direct gets of
+//     the topics it names, and the hub groups on the stream it may join
+//     (creation only filtered to the topic).
+//
+// ok is false when no JetStream subject can be granted: a policy with an
+// allow entry that begins with a wildcard ("**", "*.x") would cover the
+// JetStream API itself, which then stays denied whole.
+func jetStreamGrants(ctx context.Context, dir Directory, p *acl.CompiledPolicy, pub, sub []string) (grants []string, ok bool, err error) {
+	var filters []string
+	for _, e := range append(slices.Clone(pub), sub...) {
+		s, _, _ := strings.Cut(e, " ")
+		if s == ">" || s == "*" || strings.HasPrefix(s, "*.") {
+			return nil, false, nil
+		}
+		if !slices.Contains(filters, s) {
+			filters = append(filters, s)
+		}
+	}
+	if dir == nil || len(filters) == 0 {
+		return nil, true, nil
+	}
+	streams := map[string]*Stream{}
+	var order []string
+	put := func(s Stream) {
+		if _, seen := streams[s.Name]; !seen {
+			order = append(order, s.Name)
+			streams[s.Name] = &s
+		}
+	}
+	for _, f := range filters {
+		found, err := dir.TopicStreams(ctx, f)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, s := range found {
+			put(s)
+		}
+		// A topic the policy names whose stream does not exist yet: grant
+		// the stream the hub will create for it.
+		if len(found) == 0 && !strings.ContainsAny(f, "*>") {
+			name, shared := dir.StreamNameFor(f)
+			if shared {
+				put(Stream{Name: name})
+			} else {
+				put(Stream{Name: name, Topic: f})
+			}
+		}
+	}
+	var g jsGrants
+	g.add(jsAPI + "STREAM.NAMES")
+	for _, name := range order {
+		s := streams[name]
+		if s.Topic != "" {
+			ownStreamGrants(&g, dir, p, s)
+		} else {
+			sharedStreamGrants(&g, dir, p, s, filters)
+		}
+	}
+	return g.pub, true, nil
+}
+
+// groupsOf returns the groups the policy names for subscribe rules.
+func groupsOf(p *acl.CompiledPolicy) []string {
+	var out []string
+	for _, r := range p.Policy().Rules {
+		for _, g := range r.Groups {
+			if g != "*" && !slices.Contains(out, g) {
+				out = append(out, g)
+			}
+		}
+	}
+	return out
+}
+
+func ownStreamGrants(g *jsGrants, dir Directory, p *acl.CompiledPolicy, s *Stream) {
+	t := s.Topic
+	// "" stands for every group no rule names; expressible policies have
+	// no deny that a later allow overlaps, so no named group is carved out
+	// of an any-group grant.
+	read := p.Allowed(acl.ActionSubscribe, t, "")
+	var groups []string
+	for _, grp := range groupsOf(p) {
+		if p.Allowed(acl.ActionSubscribe, t, grp) {
+			groups = append(groups, grp)
+		}
+	}
+	if !read && len(groups) == 0 && !p.Allowed(acl.ActionPublish, t, "") {
+		return
+	}
+	g.add(jsAPI + "STREAM.INFO." + s.Name)
+	if read {
+		g.add(
+			jsAPI+"DIRECT.GET."+s.Name,
+			jsAPI+"DIRECT.GET."+s.Name+".>",
+			jsAPI+"STREAM.MSG.GET."+s.Name,
+			jsAPI+"CONSUMER.NAMES."+s.Name,
+			jsAPI+"CONSUMER.LIST."+s.Name,
+		)
+		g.consumer(s.Name, "*", true, "")
+		return
+	}
+	for _, grp := range groups {
+		g.consumer(s.Name, dir.ConsumerName(grp, t, false), true, "")
+	}
+}
+
+func sharedStreamGrants(g *jsGrants, dir Directory, p *acl.CompiledPolicy, s *Stream, filters []string) {
+	g.add(jsAPI + "STREAM.INFO." + s.Name)
+	named := groupsOf(p)
+	for _, t := range filters {
+		if strings.ContainsAny(t, "*>") {
+			continue
+		}
+		if p.Allowed(acl.ActionSubscribe, t, "") {
+			g.add(jsAPI+"DIRECT.GET."+s.Name+"."+t, jsAPI+"DIRECT.GET."+s.Name+"."+t+"._k.*")
+		}
+		for _, grp := range named {
+			if p.Allowed(acl.ActionSubscribe, t, grp) {
+				g.consumer(s.Name, dir.ConsumerName(grp, t, true), true, t)
+			}
+		}
+	}
+	// Groups the hub made on the stream, whatever rule allows them.
+	for _, c := range s.Groups {
+		if p.Allowed(acl.ActionSubscribe, c.Topic, c.Group) {
+			g.consumer(s.Name, c.Consumer, false, "")
+		}
+	}
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/eventhub/eventhub/hub"
+	"github.com/eventhub/eventhub/jetstream"
+)
+
+// topics declares topics ahead of their first use: "eventhub topics create
+// T…" creates each topic's stream (its own, or the family stream the
+// configuration file names), so that native NATS publishers can publish to
+// it with acknowledgements before the hub has touched it.
+func topics(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "create" {
+		return errors.New("topics: usage: eventhub topics create [flags] TOPIC…")
+	}
+	fs := flag.NewFlagSet("eventhub topics create", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f := newFlags(fs, getenv)
+	var natsURL, token, user, password, creds, configFile string
+	f.str(&natsURL, "nats-url", "NATS_URL", "nats://127.0.0.1:4222", "NATS server of the hub (the embedded one listens on 127.0.0.1:4222)")
+	f.str(&token, "nats-token", "NATS_TOKEN", "", "token for the NATS server (with hub auth on: the static WS_TOKEN or a token with the admin scope)")
+	f.str(&user, "nats-user", "NATS_USER", "", "NATS user")
+	f.str(&password, "nats-password", "NATS_PASSWORD", "", "NATS password")
+	f.str(&creds, "nats-creds", "NATS_CREDS", "", "NATS credentials file")
+	f.str(&configFile, "config", "EVENTHUB_CONFIG", "", "the hub's YAML configuration, for the topics' stream settings and families")
+	if err := f.parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return errors.New("topics create: name at least one topic")
+	}
+	oc := jetstream.OpenConfig{URL: natsURL}
+	if configFile != "" {
+		fc, err := hub.LoadConfigFile(configFile)
+		if err != nil {
+			return fmt.Errorf("topics create: %w", err)
+		}
+		oc.Bus = fc.Config
+	}
+	for _, o := range []struct {
+		set bool
+		opt nats.Option
+	}{{token != "", nats.Token(token)}, {user != "", nats.UserInfo(user, password)}, {creds != "", nats.UserCredentials(creds)}} {
+		if o.set {
+			oc.NATSOptions = append(oc.NATSOptions, o.opt)
+		}
+	}
+	bus, err := jetstream.Open(ctx, oc)
+	if err != nil {
+		return fmt.Errorf("topics create: %w", err)
+	}
+	defer bus.Close()
+	for _, t := range fs.Args() {
+		stream, err := bus.CreateTopic(ctx, t)
+		if err != nil {
+			return fmt.Errorf("topics create: %s: %w", t, err)
+		}
+		fmt.Fprintf(stdout, "%s\t%s\n", t, stream)
+	}
+	return nil
+}

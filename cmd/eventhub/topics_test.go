@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventhub/eventhub/acl"
+	"github.com/eventhub/eventhub/auth"
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/hub"
+)
+
+// TestTopicsCreate: a topic declared with "eventhub topics create" takes
+// native JetStream publishes at once; an undeclared one answers them with
+// "no stream" at once, not after a timeout.
+func TestTopicsCreate(t *testing.T) {
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	const static = "static-token-0123456789"
+	h, err := hub.Start(t.Context(), hub.Config{DataDir: t.TempDir(), Memory: true, OpsPort: -1, WSPort: -1, HTTPPort: -1,
+		Auth: auth.Config{Token: static, JWT: acl.VerifierConfig{Secret: secret}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Shutdown(context.Background()) })
+	url := h.Bus.Server().ClientURL()
+
+	var out, errOut bytes.Buffer
+	err = run(t.Context(), []string{"topics", "create", "-nats-url", url, "-nats-token", static, "orders.new", "orders.paid"}, env(nil), &out, &errOut)
+	if err != nil {
+		t.Fatalf("topics create: %v (%s)", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "orders.new\tEH_orders_new_") {
+		t.Fatalf("output %q", out.String())
+	}
+	if err := run(t.Context(), []string{"topics", "create", "-nats-url", url, "-nats-token", static, "orders.*"}, env(nil), &out, &errOut); !errors.Is(err, facade.ErrBadTopic) {
+		t.Fatalf("a pattern: %v, want ErrBadTopic", err)
+	}
+
+	tok, err := acl.MintHS256(secret, acl.MintClaims{Subject: "svc", Scopes: []string{"publish:orders.*"}, TTL: time.Minute}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(url, nats.Token(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := njs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(t.Context(), "orders.paid", []byte(`{"id":1}`)); err != nil {
+		t.Fatalf("publish to a declared topic: %v", err)
+	}
+	start := time.Now()
+	_, err = js.Publish(t.Context(), "orders.undeclared", []byte(`{"id":1}`))
+	if !errors.Is(err, njs.ErrNoStreamResponse) {
+		t.Fatalf("publish to an undeclared topic: %v, want ErrNoStreamResponse", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("the refusal took %v", d)
+	}
+}

@@ -1,0 +1,35 @@
+package hub
+
+import (
+	"context"
+
+	"github.com/eventhub/eventhub/auth"
+	"github.com/eventhub/eventhub/jetstream"
+)
+
+// busDirectory shows native-client authentication the bus's streams and
+// consumer names.
+type busDirectory struct{ bus *jetstream.Bus }
+
+var _ auth.Directory = busDirectory{}
+
+func (d busDirectory) TopicStreams(ctx context.Context, filter string) ([]auth.Stream, error) {
+	ss, err := d.bus.TopicStreams(ctx, filter)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]auth.Stream, len(ss))
+	for i, s := range ss {
+		out[i] = auth.Stream{Name: s.Name, Topic: s.Topic}
+		for _, g := range s.Groups {
+			out[i].Groups = append(out[i].Groups, auth.GroupConsumer{Consumer: g.Consumer, Topic: g.Topic, Group: g.Group})
+		}
+	}
+	return out, nil
+}
+
+func (d busDirectory) StreamNameFor(topic string) (string, bool) { return d.bus.StreamNameFor(topic) }
+
+func (d busDirectory) ConsumerName(group, topic string, shared bool) string {
+	return jetstream.ConsumerName(group, topic, shared)
+}

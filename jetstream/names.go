@@ -1,0 +1,98 @@
+package jetstream
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventhub/eventhub/facade"
+)
+
+// TopicStream describes a stream that holds topics, as native NATS clients
+// see it: the names their JetStream API calls use.
+type TopicStream struct {
+	// Name is the stream's name.
+	Name string
+	// Topic is the one topic the stream holds when it is the hub's own
+	// stream of that topic ("<topic>" and its keyed subjects); "" for a
+	// stream that holds several topics (a family stream, or an operator's).
+	Topic string
+	// Subjects are the stream's subjects.
+	Subjects []string
+	// Groups are the hub groups found on a shared stream (Topic == ""),
+	// with the topic each one reads; nil for the hub's own streams, whose
+	// consumer names [ConsumerName] derives from the group alone.
+	Groups []GroupConsumer
+}
+
+// GroupConsumer is the durable consumer of a hub group.
+type GroupConsumer struct {
+	Consumer string
+	Topic    string
+	Group    string
+}
+
+// ConsumerName is the name of the durable consumer that holds group of
+// topic, on the hub's own stream of the topic (shared false) or on a
+// stream that holds several topics (shared true). A native JetStream
+// client bound to that consumer is a member of the group.
+func ConsumerName(group, topic string, shared bool) string {
+	return consumerNameFor(group, topic, shared)
+}
+
+// StreamNameFor is the name of the stream the hub creates for topic when
+// none captures it yet: its own stream "EH_<topic>_<hash>", or the family
+// stream the configuration names (shared true).
+func (b *Bus) StreamNameFor(topic string) (name string, shared bool) {
+	if tc := b.cfg.topicConfig(topic); tc.Stream != "" {
+		return tc.Stream, true
+	}
+	return streamNameFor(topic), false
+}
+
+// TopicStreams lists the streams whose subjects overlap filter (a NATS
+// subject, wildcards allowed), with the hub groups on each shared one. It
+// blocks on JetStream API calls, bounded by ctx or the bus's timeout, and
+// is safe for concurrent use.
+func (b *Bus) TopicStreams(ctx context.Context, filter string) ([]TopicStream, error) {
+	ctx, cancel := b.withTimeout(ctx)
+	defer cancel()
+	l := b.js.ListStreams(ctx, jetstream.WithStreamListSubject(filter))
+	var out []TopicStream
+	for info := range l.Info() {
+		subs := info.Config.Subjects
+		ts := TopicStream{Name: info.Config.Name, Subjects: slices.Clone(subs)}
+		if len(subs) == 2 && subs[1] == keyedWildcard(subs[0]) {
+			ts.Topic = subs[0]
+		} else if err := b.streamGroups(ctx, &ts); err != nil {
+			return nil, err
+		}
+		out = append(out, ts)
+	}
+	if err := l.Err(); err != nil {
+		return nil, fmt.Errorf("%w: list streams of %s: %w", facade.ErrUnavailable, filter, translate(err))
+	}
+	return out, nil
+}
+
+// streamGroups fills ts.Groups with the hub groups on a shared stream (the
+// consumers the hub created carry their group and topic as metadata).
+func (b *Bus) streamGroups(ctx context.Context, ts *TopicStream) error {
+	s, err := b.js.Stream(ctx, ts.Name)
+	if err != nil {
+		return fmt.Errorf("%w: stream %s: %w", facade.ErrUnavailable, ts.Name, translate(err))
+	}
+	l := s.ListConsumers(ctx)
+	for ci := range l.Info() {
+		md := ci.Config.Metadata
+		if g, t := md["eventhub_group"], md["eventhub_topic"]; g != "" && t != "" {
+			ts.Groups = append(ts.Groups, GroupConsumer{Consumer: ci.Name, Topic: t, Group: g})
+		}
+	}
+	if err := l.Err(); err != nil {
+		return fmt.Errorf("%w: consumers of %s: %w", facade.ErrUnavailable, ts.Name, translate(err))
+	}
+	return nil
+}
