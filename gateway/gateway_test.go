@@ -384,20 +384,20 @@ func TestShutdownGoingAwayHandsBack(t *testing.T) {
 
 // TestGroupAckWaitIsTheDocumentedCrashCost: after a hub crash, a group gets
 // back the events the hub held when the group's ack wait runs out. As
-// documented, that is the members' ackTimeoutMs, plus the lease grace for
-// WebSocket members, and nothing more.
+// documented, that is the members' ackTimeoutMs, for WebSocket and Go
+// members alike, and nothing more.
 func TestGroupAckWaitIsTheDocumentedCrashCost(t *testing.T) {
 	bus := newBus(t)
 	g := newGateway(t, bus, Config{})
 	c := dialAuth(t, g.url, "")
 	c.ok(subscribeFrame("crash.ws", "g", `{"ackTimeoutMs":3000}`))
-	nop := func(context.Context, *facade.EventRecord, facade.DeliveryContext) error { return nil }
+	nop := func(context.Context, facade.Delivery) error { return nil }
 	unsub, err := bus.Subscribe(t.Context(), "crash.go", "g", nop, facade.SubscribeOptions{AckTimeoutMs: 3000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unsub(context.Background())
-	for topic, want := range map[string]time.Duration{"crash.ws": 3*time.Second + leaseGrace, "crash.go": 3 * time.Second} {
+	defer unsub.Stop(context.Background())
+	for topic, want := range map[string]time.Duration{"crash.ws": 3 * time.Second, "crash.go": 3 * time.Second} {
 		ti, err := bus.LookupTopic(t.Context(), topic)
 		if err != nil {
 			t.Fatal(err)

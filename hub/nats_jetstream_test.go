@@ -180,13 +180,13 @@ func TestNativeJetStreamScoped(t *testing.T) {
 func TestNativeJetStreamGroupRestricted(t *testing.T) {
 	h := jsHub(t)
 	for _, g := range []string{"g1", "g2"} {
-		unsub, err := h.Bus.Subscribe(t.Context(), "orders.new", g, func(context.Context, *facade.EventRecord, facade.DeliveryContext) error {
+		unsub, err := h.Bus.Subscribe(t.Context(), "orders.new", g, func(context.Context, facade.Delivery) error {
 			return nil
 		}, facade.SubscribeOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := unsub(t.Context()); err != nil {
+		if err := unsub.Stop(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -268,7 +268,8 @@ func TestNativeJetStreamConsumerSharesHubGroup(t *testing.T) {
 	// the native member has had one, so both get work whoever pulls first.
 	nativeGot := make(chan struct{})
 	var nativeOnce sync.Once
-	handler := func(ctx context.Context, e *facade.EventRecord, _ facade.DeliveryContext) error {
+	handler := func(ctx context.Context, dl facade.Delivery) error {
+		e := dl.Event()
 		select {
 		case <-nativeGot:
 		case <-ctx.Done():
@@ -283,7 +284,7 @@ func TestNativeJetStreamConsumerSharesHubGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = unsub(context.Background()) }()
+	defer func() { _ = unsub.Stop(context.Background()) }()
 
 	c := connectNative(t, h, mint(t, time.Minute, "subscribe:jobs.*"))
 	stream := streamOf(t, h, topic)
@@ -387,13 +388,13 @@ func TestNativeJetStreamAdmin(t *testing.T) {
 func TestNativeJetStreamFamilyStream(t *testing.T) {
 	h := startHub(t, hub.Config{Memory: true, Auth: auth.Config{Token: staticToken, JWT: acl.VerifierConfig{Secret: secret}},
 		Bus: jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "audit.>", Stream: "AUDIT"}}}})
-	unsub, err := h.Bus.Subscribe(t.Context(), "audit.login", "g", func(context.Context, *facade.EventRecord, facade.DeliveryContext) error {
+	unsub, err := h.Bus.Subscribe(t.Context(), "audit.login", "g", func(context.Context, facade.Delivery) error {
 		return nil
 	}, facade.SubscribeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := unsub(t.Context()); err != nil {
+	if err := unsub.Stop(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	publishN(t, h, "audit.login", 0, 2)
