@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -90,27 +91,55 @@ func payloadOf(size int) json.RawMessage {
 	return json.RawMessage(`"` + strings.Repeat("x", size-2) + `"`)
 }
 
+// BenchmarkPublishAsync1KiB: pipelined publishes of 1 KiB events, raw
+// nats.go PublishMsgAsync beside the hub's PublishAsync; and two raw
+// variants that show where the hub's cost lies: raw messages with the
+// hub's envelope headers for a fresh publish (Eventhub-Id, Eventhub-Ts:
+// "raw-envelope", the server's share), and raw messages with a Nats-Msg-Id
+// ("raw-msgid", what the server's duplicate tracking costs).
 func BenchmarkPublishAsync1KiB(b *testing.B) {
 	env := newBenchEnv(b)
 	data := payloadOf(1024)
 	ctx := context.Background()
-	compare(b, "msgs",
-		func(n int) {
+	compareAll(b, "msgs",
+		contestant{"raw", func(n int) {
 			for range n {
 				if _, err := env.js.PublishMsgAsync(&nats.Msg{Subject: "raw.async", Data: data}); err != nil {
 					b.Fatal(err)
 				}
 			}
 			<-env.js.PublishAsyncComplete()
-		},
-		func(n int) {
+		}},
+		contestant{"hub", func(n int) {
 			for range n {
 				if _, err := env.bus.PublishAsync(ctx, "bench.async", data, facade.PublishOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}
 			<-env.bus.JetStream().PublishAsyncComplete()
-		})
+		}},
+		contestant{"raw-envelope", func(n int) {
+			for range n {
+				m := &nats.Msg{Subject: "raw.async", Data: data, Header: nats.Header{
+					jetstream.HeaderID: {facade.NewID()},
+					jetstream.HeaderTS: {strconv.FormatInt(time.Now().UnixMilli(), 10)},
+				}}
+				if _, err := env.js.PublishMsgAsync(m); err != nil {
+					b.Fatal(err)
+				}
+			}
+			<-env.js.PublishAsyncComplete()
+		}},
+		contestant{"raw-msgid", func(n int) {
+			for range n {
+				m := &nats.Msg{Subject: "raw.async", Data: data, Header: nats.Header{nats.MsgIdHdr: {facade.NewID()}}}
+				if _, err := env.js.PublishMsgAsync(m); err != nil {
+					b.Fatal(err)
+				}
+			}
+			<-env.js.PublishAsyncComplete()
+		}},
+	)
 }
 
 func BenchmarkPublishSyncLatency(b *testing.B) {

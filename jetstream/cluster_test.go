@@ -35,8 +35,11 @@ func openOnCluster(t *testing.T, c *natstest.Cluster) *jetstream.Bus {
 }
 
 // TestPublishesRideThroughLeaderKills kills the stream's leader (kill -9)
-// five times while two hubs publish: every acknowledged event must be in
-// the stream exactly once, and clients should see latency, not errors.
+// five times while two hubs publish, half the workers with ids of their own
+// and half with ids the hub makes: every acknowledged event must be in the
+// stream exactly once, and clients should see latency, not errors. The
+// hub's retries of its own ids are deduplicated because a publish to a
+// replicated stream carries Nats-Msg-Id from its first attempt.
 func TestPublishesRideThroughLeaderKills(t *testing.T) {
 	c := natstest.StartCluster(t, 3)
 	hubs := []*jetstream.Bus{openOnCluster(t, c), openOnCluster(t, c)}
@@ -69,9 +72,13 @@ func TestPublishesRideThroughLeaderKills(t *testing.T) {
 			wg.Go(func() {
 				for i := range perWorker {
 					id := fmt.Sprintf("h%d-w%d-%d", h, w, i)
+					o := facade.PublishOptions{ID: id}
+					if w%2 == 1 {
+						o.ID = "" // the hub makes the id
+					}
 					t0 := time.Now()
 					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-					_, err := b.Publish(ctx, topic, json.RawMessage(`{"n":1}`), facade.PublishOptions{ID: id})
+					e, err := b.Publish(ctx, topic, json.RawMessage(`{"n":1}`), o)
 					cancel()
 					d := time.Since(t0)
 					if err != nil {
@@ -79,7 +86,7 @@ func TestPublishesRideThroughLeaderKills(t *testing.T) {
 						t.Logf("publish %s failed after %v: %v", id, d, err)
 						continue
 					}
-					acked.Store(id, true)
+					acked.Store(e.ID, true)
 					nAcked.Add(1)
 					mu.Lock()
 					lat = append(lat, d)
@@ -117,7 +124,10 @@ func TestPublishesRideThroughLeaderKills(t *testing.T) {
 	wg.Wait()
 	c.WaitReady()
 
-	seen := streamIDs(t, c, stream)
+	seen, noMsgID := streamIDs(t, c, stream)
+	if noMsgID != 0 {
+		t.Errorf("%d events published to a replicated stream without Nats-Msg-Id", noMsgID)
+	}
 	lost, dup := 0, 0
 	acked.Range(func(k, _ any) bool {
 		if seen[k.(string)] == 0 {
@@ -146,9 +156,10 @@ func TestPublishesRideThroughLeaderKills(t *testing.T) {
 }
 
 // streamIDs reads a stream back through a plain NATS client and counts its
-// messages by Nats-Msg-Id. Right after a node restart the stream may still
-// be electing its leader: the read is tried again until it goes through.
-func streamIDs(t *testing.T, c *natstest.Cluster, stream string) map[string]int {
+// messages by event id (the hub's id header), and those without
+// Nats-Msg-Id. Right after a node restart the stream may still be electing
+// its leader: the read is tried again until it goes through.
+func streamIDs(t *testing.T, c *natstest.Cluster, stream string) (ids map[string]int, noMsgID int) {
 	t.Helper()
 	nc, err := nats.Connect(c.URL())
 	if err != nil {
@@ -158,7 +169,7 @@ func streamIDs(t *testing.T, c *natstest.Cluster, stream string) map[string]int 
 	js, _ := njs.New(nc)
 	var seen map[string]int
 	testutil.CheckFor(t, 60*time.Second, func() error {
-		seen = map[string]int{}
+		seen, noMsgID = map[string]int{}, 0
 		s, err := js.Stream(t.Context(), stream)
 		if err != nil {
 			return err
@@ -180,7 +191,10 @@ func streamIDs(t *testing.T, c *natstest.Cluster, stream string) map[string]int 
 			for m := range batch.Messages() {
 				n++
 				got++
-				seen[m.Headers().Get("Nats-Msg-Id")]++
+				seen[m.Headers().Get(jetstream.HeaderID)]++
+				if m.Headers().Get(jetstream.HeaderMsgID) == "" {
+					noMsgID++
+				}
 			}
 			if batch.Error() != nil {
 				return batch.Error()
@@ -191,7 +205,7 @@ func streamIDs(t *testing.T, c *natstest.Cluster, stream string) map[string]int 
 		}
 		return nil
 	})
-	return seen
+	return seen, noMsgID
 }
 
 // TestRollingRestartWhilePublishingAndConsuming restarts the three nodes
@@ -243,7 +257,7 @@ func TestRollingRestartWhilePublishingAndConsuming(t *testing.T) {
 		return nil
 	})
 	p.stop()
-	seen := streamIDs(t, c, ti.StreamName)
+	seen, _ := streamIDs(t, c, ti.StreamName)
 	lost := 0
 	acked.Range(func(k, _ any) bool {
 		if seen[k.(string)] != 1 {
@@ -304,7 +318,7 @@ func TestPartitionedLeaderCannotAcknowledge(t *testing.T) {
 	waitMore(300)
 	p.stop()
 	c.WaitReady()
-	seen := streamIDs(t, c, ti.StreamName)
+	seen, _ := streamIDs(t, c, ti.StreamName)
 	bad := 0
 	acked.Range(func(k, _ any) bool {
 		if seen[k.(string)] != 1 {

@@ -15,8 +15,19 @@ import (
 
 // Header names of the envelope fields (see README.md, Interoperability). The payload is
 // the message data; the key is in the subject.
+//
+// Every event the hub publishes carries its id in HeaderID. Publishes that
+// may be made twice also carry it in HeaderMsgID, JetStream's
+// duplicate-detection header: a caller-supplied id (a retry by the caller
+// is the same event), and a publish the hub itself may retry (see
+// [Bus.Publish]). A fresh id the hub made for a publish it will not retry
+// can never be a duplicate, so it skips the server's duplicate tracking,
+// the largest cost of a publish. Readers take the id from HeaderID, then
+// HeaderMsgID (a plain NATS publisher may set either), and otherwise
+// derive it from the stream position.
 const (
-	HeaderID        = nats.MsgIdHdr // "Nats-Msg-Id"
+	HeaderID        = "Eventhub-Id"
+	HeaderMsgID     = nats.MsgIdHdr // "Nats-Msg-Id"
 	HeaderTS        = "Eventhub-Ts"
 	HeaderSID       = "Eventhub-Sid"
 	HeaderPartition = "Eventhub-Partition"
@@ -84,10 +95,15 @@ func payloadHint(p []byte) string {
 	return err.Error()
 }
 
-// toMsg builds the NATS message of a record.
-func toMsg(subject string, e *facade.EventRecord) (*nats.Msg, error) {
+// toMsg builds the NATS message of a record; idempotent adds the id as
+// HeaderMsgID, so that JetStream stores the event once however often it is
+// sent within the stream's duplicate window.
+func toMsg(subject string, e *facade.EventRecord, idempotent bool) (*nats.Msg, error) {
 	h := make(nats.Header, 4)
 	h[HeaderID] = []string{e.ID}
+	if idempotent {
+		h[HeaderMsgID] = []string{e.ID}
+	}
 	h[HeaderTS] = []string{strconv.FormatInt(e.TS, 10)}
 	if e.SID != "" {
 		h[HeaderSID] = []string{e.SID}
@@ -121,7 +137,7 @@ func fromMsg(subject string, h nats.Header, data []byte, seq uint64, stored time
 	topic, key := splitSubject(subject)
 	e := &facade.EventRecord{Topic: topic, Key: key, Seq: seq}
 	if h != nil {
-		e.ID = h.Get(HeaderID)
+		e.ID = msgID(h)
 		if ts := h.Get(HeaderTS); ts != "" {
 			e.TS, _ = strconv.ParseInt(ts, 10, 64)
 		}
@@ -152,6 +168,15 @@ func fromMsg(subject string, h nats.Header, data []byte, seq uint64, stored time
 	// payload as it is.
 	e.Payload = foreignPayload(data, e)
 	return e
+}
+
+// msgID returns the event id a message carries in its headers: HeaderID,
+// else HeaderMsgID; "" when it has neither.
+func msgID(h nats.Header) string {
+	if id := h.Get(HeaderID); id != "" {
+		return id
+	}
+	return h.Get(HeaderMsgID)
 }
 
 func foreignPayload(data []byte, e *facade.EventRecord) json.RawMessage {

@@ -45,7 +45,8 @@ type Config struct {
 	// stream has no leader (a NATS node failed and the stream's replicas
 	// are electing a new one, typically within a few seconds): the caller
 	// sees latency, not an error (default 15s; a ctx deadline caps it).
-	// Retries carry the event's Nats-Msg-Id, so they store it once.
+	// Publishes to replicated streams carry the event's Nats-Msg-Id from
+	// their first attempt, so retries store it once.
 	ElectionWait time.Duration `yaml:"electionWait"`
 	// DisconnectedWait bounds how long a publish waits for a lost NATS
 	// connection to come back before it fails with ErrUnavailable (default

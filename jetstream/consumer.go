@@ -209,11 +209,12 @@ func (b *Bus) msgGet(ctx context.Context, stream string, req msgGetRequest) (uin
 
 // resolveID finds the stream sequence of event id without reading the stream
 // from the start: a synthesised id names its sequence; a uuidv7 names its time,
-// and the search reads only the events stored within Config.IDSkew of it.
+// and the search reads only the events stored within Config.IDSkew of it,
+// matching the id each carries (HeaderID, else HeaderMsgID, as fromMsg).
 func (b *Bus) resolveID(ctx context.Context, ti *topicInfo, id string) (uint64, error) {
 	if seq, ok := synthSeq(id); ok {
 		if raw, err := ti.stream.GetMsg(ctx, seq); err == nil {
-			if raw.Header.Get(HeaderID) == "" && synthID(raw.Time, raw.Sequence) == id {
+			if msgID(raw.Header) == "" && synthID(raw.Time, raw.Sequence) == id {
 				return seq, nil
 			}
 		}
@@ -264,7 +265,7 @@ func (b *Bus) resolveID(ctx context.Context, ti *topicInfo, id string) (uint64, 
 			if err != nil {
 				continue
 			}
-			if msg.Headers().Get(HeaderID) == id {
+			if msgID(msg.Headers()) == id {
 				return meta.Sequence.Stream, nil
 			}
 			if meta.Timestamp.After(limit) || meta.NumPending == 0 {

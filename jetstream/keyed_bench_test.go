@@ -172,9 +172,9 @@ func BenchmarkLatestScan(b *testing.B) {
 // turn) into a compacted topic, beside raw PublishMsgAsync into a compacted
 // stream of the same shape (max_msgs_per_subject 1, file storage, keyed
 // subjects): bare messages ("vs=raw"), and messages carrying the same
-// envelope headers as the hub's (a Nats-Msg-Id, which the server checks
-// against its duplicate window, and Eventhub-Ts: "vs=raw-envelope"), which
-// shows what the envelope costs apart from the hub's code.
+// envelope headers as the hub's (Eventhub-Id and Eventhub-Ts:
+// "vs=raw-envelope"), which shows what the envelope costs apart from the
+// hub's code.
 func BenchmarkCompactedPublish(b *testing.B) {
 	for _, envelope := range []bool{false, true} {
 		name := "vs=raw"
@@ -194,7 +194,7 @@ func BenchmarkCompactedPublish(b *testing.B) {
 						m := &nats.Msg{Subject: "rawkv._k." + benchKey(i%keys), Data: data}
 						if envelope {
 							m.Header = nats.Header{
-								nats.MsgIdHdr:      []string{facade.NewID()},
+								jetstream.HeaderID: []string{facade.NewID()},
 								jetstream.HeaderTS: []string{strconv.FormatInt(time.Now().UnixMilli(), 10)},
 							}
 						}

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventhub/eventhub/facade"
@@ -654,7 +653,7 @@ func TestPlainClientKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(m.Data) != `{"status":"stale"}` || m.Header.Get(nats.MsgIdHdr) == "" {
+	if string(m.Data) != `{"status":"stale"}` || m.Header.Get(jetstream.HeaderID) == "" {
 		t.Fatalf("plain read: %s %v", m.Data, m.Header)
 	}
 	// The bare direct-get request, as any client can send it.

@@ -17,8 +17,17 @@ import (
 
 // Publish implements [facade.Publisher]. It creates the topic's stream on
 // first use. A ctx without a deadline gets Config.RequestTimeout.
+//
+// A publish with an id of the caller's (opts.ID) is idempotent within the
+// stream's duplicate window: the event carries the id as Nats-Msg-Id, and
+// a repeat is answered with the event as first stored. So is a publish to
+// a replicated stream, whose id the hub made: the hub retries it while the
+// stream elects a leader (see publishMsg), and a retry is matched only
+// against an earlier copy that carried Nats-Msg-Id, the first attempt
+// included. A hub-made id on a single-replica stream travels in the hub's
+// own id header only: nothing can send it twice.
 func (b *Bus) Publish(ctx context.Context, topic string, payload json.RawMessage, opts facade.PublishOptions) (*facade.EventRecord, error) {
-	e, msg, ti, err := b.prepare(ctx, topic, payload, &opts)
+	e, msg, ti, err := b.prepare(ctx, topic, payload, &opts, true)
 	if err != nil {
 		return nil, err
 	}
@@ -34,11 +43,23 @@ func (b *Bus) Publish(ctx context.Context, topic string, payload json.RawMessage
 	return e, nil
 }
 
-// publishMsg stores msg, riding through a leader election of its stream:
-// while JetStream does not answer (no leader, or the leader's node gone),
-// it retries with the same message (the same Nats-Msg-Id, so a retry of a
-// publish that was in fact stored is deduplicated) for up to
-// Config.ElectionWait, or the ctx deadline. It logs the loss of the leader
+// publishMsg stores msg, riding through a leader election of its stream.
+// Two kinds of failure are retried, with the same message, for up to
+// Config.ElectionWait or the ctx deadline:
+//
+//   - no one answered for the stream at all (no responders, or JetStream
+//     temporarily unavailable): the message was not stored, so a retry is
+//     safe for any message;
+//   - no answer in time (a leader lost mid-request, a node gone): the
+//     message may have been stored, so only a message with Nats-Msg-Id is
+//     retried, which JetStream then stores once. Such a message is tried
+//     for up to 3s at a time.
+//
+// Only a replicated stream elects leaders, so Publish sends hub-made ids
+// to replicated streams with Nats-Msg-Id (see Publish). A message without
+// it is not retried after a timeout, and its attempt may take the whole
+// Config.RequestTimeout: whether it was stored is then the caller's to
+// resolve (an id of its own makes a repeat safe). publishMsg logs the loss of the leader
 // and, once a retry goes through, how long it took.
 func (b *Bus) publishMsg(ctx context.Context, ti *topicInfo, msg *nats.Msg) (*jetstream.PubAck, error) {
 	start := time.Now()
@@ -46,7 +67,11 @@ func (b *Bus) publishMsg(ctx context.Context, ti *topicInfo, msg *nats.Msg) (*je
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	attemptTimeout := min(b.cfg.RequestTimeout, 3*time.Second)
+	idempotent := msg.Header.Get(HeaderMsgID) != ""
+	attemptTimeout := b.cfg.RequestTimeout
+	if idempotent {
+		attemptTimeout = min(attemptTimeout, 3*time.Second)
+	}
 	reprovisioned := false
 	backoff := 50 * time.Millisecond
 	for tries := 1; ; tries++ {
@@ -60,7 +85,7 @@ func (b *Bus) publishMsg(ctx context.Context, ti *topicInfo, msg *nats.Msg) (*je
 			}
 			return ack, nil
 		}
-		if errors.Is(err, jetstream.ErrNoStreamResponse) && !reprovisioned && ti.stream.CachedInfo().Config.Replicas <= 1 {
+		if errors.Is(err, jetstream.ErrNoStreamResponse) && !reprovisioned && !replicated(ti) {
 			// A single-replica stream that no one answers for may have been
 			// deleted since it was cached: provision it again. (A
 			// replicated one is electing a leader: retry below.)
@@ -68,14 +93,15 @@ func (b *Bus) publishMsg(ctx context.Context, ti *topicInfo, msg *nats.Msg) (*je
 			// lookup itself may wait for a leader.)
 			reprovisioned = true
 			b.forgetTopic(ti.topic)
-			pctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+			pctx, cancel := context.WithTimeout(ctx, min(attemptTimeout, 3*time.Second))
 			nti, err2 := b.topic(pctx, ti.topic)
 			cancel()
 			if err2 == nil {
 				ti = nti
 			}
 		}
-		if !leaderLost(err) || ctx.Err() != nil || time.Now().Add(backoff).After(deadline) {
+		retry := notStored(err) || idempotent && timedOut(err)
+		if !retry || ctx.Err() != nil || time.Now().Add(backoff).After(deadline) {
 			if tries > 1 {
 				return nil, fmt.Errorf("%w (after %d tries over %v: the stream had no leader)", err, tries, time.Since(start).Round(time.Millisecond))
 			}
@@ -97,18 +123,30 @@ func (b *Bus) publishMsg(ctx context.Context, ti *topicInfo, msg *nats.Msg) (*je
 	}
 }
 
-// leaderLost reports whether a publish error means JetStream had no one to
-// store it just then (a stream without a leader, a node gone mid-request),
-// which a retry soon can fix.
-func leaderLost(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
-		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+// replicated reports whether ti's stream has more than one replica, and so
+// can lose its leader and elect another while a publish waits.
+func replicated(ti *topicInfo) bool {
+	info := ti.stream.CachedInfo()
+	return info != nil && info.Config.Replicas > 1
+}
+
+// notStored reports whether a publish error means JetStream had no one to
+// store the message just then (no stream listening, the system
+// temporarily unavailable): it was not stored, and a retry soon may be.
+func notStored(err error) bool {
+	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 		return true
 	}
 	if ae, ok := errors.AsType[*jetstream.APIError](err); ok {
 		return ae.ErrorCode == 10008 // JetStream system temporarily unavailable
 	}
 	return false
+}
+
+// timedOut reports whether a publish got no answer in time: its message
+// may or may not have been stored.
+func timedOut(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 }
 
 // stored answers a publish that JetStream found to be a duplicate (same id
@@ -126,8 +164,10 @@ func (b *Bus) stored(ctx context.Context, ti *topicInfo, seq uint64, e *facade.E
 	return fromMsg(raw.Subject, raw.Header, raw.Data, raw.Sequence, raw.Time)
 }
 
-// prepare validates a publish and builds its message.
-func (b *Bus) prepare(ctx context.Context, topic string, payload json.RawMessage, opts *facade.PublishOptions) (*facade.EventRecord, *nats.Msg, *topicInfo, error) {
+// prepare validates a publish and builds its message. The message carries
+// Nats-Msg-Id when the caller supplied the id, or when mayRetry (the hub
+// retries timeouts of this publish) and the stream is replicated.
+func (b *Bus) prepare(ctx context.Context, topic string, payload json.RawMessage, opts *facade.PublishOptions, mayRetry bool) (*facade.EventRecord, *nats.Msg, *topicInfo, error) {
 	if b.isClosed() {
 		return nil, nil, nil, facade.ErrClosed
 	}
@@ -148,7 +188,7 @@ func (b *Bus) prepare(ctx context.Context, topic string, payload json.RawMessage
 	if e.Key == "" && ti.compacted {
 		return nil, nil, nil, fmt.Errorf("%w: %s", facade.ErrKeyRequired, topic)
 	}
-	msg, err := toMsg(subjectFor(topic, e.Key), e)
+	msg, err := toMsg(subjectFor(topic, e.Key), e, opts.ID != "" || mayRetry && replicated(ti))
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -157,9 +197,11 @@ func (b *Bus) prepare(ctx context.Context, topic string, payload json.RawMessage
 
 // PublishAsync implements [facade.AsyncPublisher]. It blocks while
 // Config.PublishAsyncMaxPending publishes are unacknowledged, for up to
-// Config.RequestTimeout (then ErrUnavailable).
+// Config.RequestTimeout (then ErrUnavailable). The hub does not retry an
+// asynchronous publish: it is idempotent only with an id of the caller's
+// (opts.ID), which it sends as Nats-Msg-Id.
 func (b *Bus) PublishAsync(ctx context.Context, topic string, payload json.RawMessage, opts facade.PublishOptions) (facade.PublishFuture, error) {
-	e, msg, ti, err := b.prepare(ctx, topic, payload, &opts)
+	e, msg, ti, err := b.prepare(ctx, topic, payload, &opts, false)
 	if err != nil {
 		return nil, err
 	}

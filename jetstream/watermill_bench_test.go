@@ -1,0 +1,296 @@
+package jetstream_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	wmjs "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/jetstream"
+	wmnats "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/nats"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/natstest"
+	"github.com/eventhub/eventhub/jetstream"
+)
+
+// Watermill's NATS JetStream backend (watermill-nats/v2, package
+// pkg/jetstream, built on the same nats.go jetstream API as the raw side)
+// runs as a third contestant beside raw nats.go and the hub, on the same
+// embedded server, over in-process connections of its own. Its logger is
+// watermill.NopLogger: the default one prints a line per message received.
+
+// contestant is one path of a three-way comparison.
+type contestant struct {
+	name string
+	run  func(n int)
+}
+
+// compareAll times each contestant for n operations per round, in rounds
+// that rotate which one starts, and reports every rate and each one's ratio
+// to the first (the raw nats.go path). Rounds are short (about 2,000
+// operations each) and many, so that load from other processes falls on
+// every contestant alike.
+func compareAll(b *testing.B, unit string, cs ...contestant) {
+	cycle := 2 * len(cs)
+	rounds := max(b.N/2000/cycle, 1) * cycle
+	n := max(b.N/rounds, 1)
+	for _, c := range cs {
+		c.run(min(n, 200)) // warm up (streams, consumers, connections)
+	}
+	d := make([]time.Duration, len(cs))
+	b.ResetTimer()
+	for r := range rounds {
+		for k := range cs {
+			i := (r + k) % len(cs)
+			if r%2 == 1 {
+				i = (r + len(cs) - k) % len(cs)
+			}
+			t0 := time.Now()
+			cs[i].run(n)
+			d[i] += time.Since(t0)
+		}
+	}
+	b.StopTimer()
+	rates := make([]float64, len(cs))
+	for i, c := range cs {
+		rates[i] = float64(n*rounds) / d[i].Seconds()
+		b.ReportMetric(rates[i], c.name+"-"+unit+"/s")
+	}
+	for i, c := range cs[1:] {
+		b.ReportMetric(rates[i+1]/rates[0], c.name+"/"+cs[0].name)
+	}
+}
+
+// wmEnv is a benchEnv with a Watermill publisher and a plain connection for
+// Watermill's streams.
+type wmEnv struct {
+	*benchEnv
+	srvJS njs.JetStream // for the Watermill side's streams and consumers
+	wmPub *wmjs.Publisher
+	wmCfg wmjs.SubscriberConfig
+}
+
+func newWMEnv(b *testing.B) *wmEnv {
+	b.Helper()
+	srv := natstest.RunEmbedded(b)
+	bus, err := jetstream.New(natstest.InProcessConn(b, srv), jetstream.Config{PublishAsyncMaxPending: benchWindow})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = bus.Close() })
+	js, err := njs.New(natstest.InProcessConn(b, srv), njs.WithPublishAsyncMaxPending(benchWindow))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for name, subj := range map[string]string{"RAW": "raw.>", "WM": "wm.>", "WMPUB": "WMPUB"} {
+		if _, err := js.CreateStream(ctx, njs.StreamConfig{Name: name, Subjects: []string{subj}, Storage: njs.FileStorage}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The Watermill publisher publishes each message to the subject named
+	// like its topic's stream.
+	pub, err := wmjs.NewPublisher(wmjs.PublisherConfig{
+		Conn:            natstest.InProcessConn(b, srv),
+		Logger:          watermill.NopLogger{},
+		ConfigureStream: func(string) njs.StreamConfig { return njs.StreamConfig{Name: "WMPUB"} },
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = pub.Close() })
+	return &wmEnv{
+		benchEnv: &benchEnv{bus: bus, js: js},
+		srvJS:    js,
+		wmPub:    pub,
+		wmCfg: wmjs.SubscriberConfig{
+			Conn:   natstest.InProcessConn(b, srv),
+			Logger: watermill.NopLogger{},
+		},
+	}
+}
+
+// BenchmarkPublish1KiB: synchronous publishes (each waits for its
+// acknowledgement) of 1 KiB events: raw nats.go PublishMsg, the hub's
+// Publish, and Watermill's JetStream Publisher (which publishes
+// synchronously only).
+func BenchmarkPublish1KiB(b *testing.B) {
+	env := newWMEnv(b)
+	data := payloadOf(1024)
+	ctx := context.Background()
+	compareAll(b, "msgs",
+		contestant{"raw", func(n int) {
+			for range n {
+				if _, err := env.js.PublishMsg(ctx, &nats.Msg{Subject: "raw.sync", Data: data}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}},
+		contestant{"hub", func(n int) {
+			for range n {
+				if _, err := env.bus.Publish(ctx, "bench.sync", data, facade.PublishOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}},
+		contestant{"watermill", func(n int) {
+			for range n {
+				if err := env.wmPub.Publish("bench", message.NewMessage(watermill.NewUUID(), []byte(data))); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}},
+	)
+}
+
+// BenchmarkConsumeAck1KiB: a fresh durable group reads n stored 1 KiB
+// events from the start and acknowledges each: raw nats.go Consume with
+// Ack (library defaults), the hub's Subscribe (auto-ack), and Watermill's
+// JetStream Subscriber, with its asynchronous ack (AckAsync, like raw Ack)
+// and with its default synchronous one (DoubleAck). A pass ends when the
+// server has registered every ack: the consumer's ack floor reached the
+// last event.
+func BenchmarkConsumeAck1KiB(b *testing.B) {
+	env := newWMEnv(b)
+	data := payloadOf(1024)
+	ctx := context.Background()
+	filled := 0
+	need := func(n int) {
+		for ; filled < n; filled++ {
+			rawPublishAsync(b, env.js, &nats.Msg{Subject: "raw.consume", Data: data})
+			rawPublishAsync(b, env.js, &nats.Msg{Subject: "wm.consume", Data: data,
+				Header: nats.Header{wmnats.WatermillUUIDHdr: {watermill.NewUUID()}}})
+			if _, err := env.bus.PublishAsync(ctx, "bench.consume", data, facade.PublishOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		<-env.js.PublishAsyncComplete()
+		<-env.bus.JetStream().PublishAsyncComplete()
+	}
+	round := 0
+	newConsumer := func(stream, subject string) njs.Consumer {
+		round++
+		cons, err := env.srvJS.CreateConsumer(ctx, stream, njs.ConsumerConfig{
+			Durable: fmt.Sprintf("c%d", round), AckPolicy: njs.AckExplicitPolicy, FilterSubject: subject,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return cons
+	}
+	// waitFloor polls until floor() reaches seq, in steps short beside a
+	// pass (testutil.CheckFor's 10 ms would be a tenth of one).
+	waitFloor := func(seq uint64, floor func() (uint64, error)) {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			f, err := floor()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if f >= seq {
+				return
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("ack floor %d, want %d", f, seq)
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+	}
+	consumerFloor := func(cons njs.Consumer) func() (uint64, error) {
+		return func() (uint64, error) {
+			info, err := cons.Info(ctx)
+			if err != nil {
+				return 0, err
+			}
+			return info.AckFloor.Stream, nil
+		}
+	}
+	watermillRun := func(ackAsync bool) func(n int) {
+		return func(n int) {
+			need(n)
+			cons := newConsumer("WM", "wm.consume")
+			cfg := env.wmCfg
+			cfg.AckAsync = ackAsync
+			cfg.ResourceInitializer = func(context.Context, njs.JetStream, string) (njs.Consumer, func(context.Context, watermill.LoggerAdapter), error) {
+				return cons, nil, nil
+			}
+			sub, err := wmjs.NewSubscriber(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sctx, cancel := context.WithCancel(ctx)
+			msgs, err := sub.Subscribe(sctx, "wm.consume")
+			if err != nil {
+				b.Fatal(err)
+			}
+			for range n {
+				(<-msgs).Ack()
+			}
+			waitFloor(uint64(n), consumerFloor(cons))
+			// Delete the consumer before ending the subscription: a
+			// Watermill subscription ended by its ctx closes its output
+			// channel while its consumer may still deliver (the events
+			// the next pass stores), and then panics sending on it. Not
+			// sub.Close: it drains the connection, which the next pass
+			// uses again.
+			if err := env.srvJS.DeleteConsumer(ctx, "WM", cons.CachedInfo().Name); err != nil {
+				b.Fatal(err)
+			}
+			cancel()
+		}
+	}
+	compareAll(b, "msgs",
+		contestant{"raw", func(n int) {
+			need(n)
+			cons := newConsumer("RAW", "raw.consume")
+			var got atomic.Int64
+			done := make(chan struct{})
+			cc, err := cons.Consume(func(m njs.Msg) {
+				_ = m.Ack()
+				if got.Add(1) == int64(n) {
+					close(done)
+				}
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			<-done
+			waitFloor(uint64(n), consumerFloor(cons))
+			cc.Stop()
+		}},
+		contestant{"hub", func(n int) {
+			need(n)
+			round++
+			group := fmt.Sprintf("hub%d", round)
+			var got atomic.Int64
+			done := make(chan struct{})
+			unsub, err := env.bus.Subscribe(ctx, "bench.consume", group,
+				func(context.Context, *facade.EventRecord, facade.DeliveryContext) error {
+					if got.Add(1) == int64(n) {
+						close(done)
+					}
+					return nil
+				}, facade.SubscribeOptions{From: facade.FromEarliest})
+			if err != nil {
+				b.Fatal(err)
+			}
+			<-done
+			waitFloor(uint64(n), func() (uint64, error) {
+				c, err := env.bus.GetCursor(ctx, "bench.consume", group)
+				if err != nil {
+					return 0, err
+				}
+				return c.LastSeq, nil
+			})
+			_ = unsub(ctx)
+		}},
+		contestant{"watermill", watermillRun(true)},
+		contestant{"watermill-doubleack", watermillRun(false)},
+	)
+}
