@@ -271,7 +271,7 @@ func BenchmarkConsumeAck1KiB(b *testing.B) {
 			var got atomic.Int64
 			done := make(chan struct{})
 			unsub, err := env.bus.Subscribe(ctx, "bench.consume", group,
-				func(context.Context, *facade.EventRecord, facade.DeliveryContext) error {
+				func(context.Context, facade.Delivery) error {
 					if got.Add(1) == int64(n) {
 						close(done)
 					}
@@ -288,7 +288,7 @@ func BenchmarkConsumeAck1KiB(b *testing.B) {
 				}
 				return c.LastSeq, nil
 			})
-			_ = unsub(ctx)
+			_ = unsub.Stop(ctx)
 		}},
 		contestant{"watermill", watermillRun(true)},
 		contestant{"watermill-doubleack", watermillRun(false)},
