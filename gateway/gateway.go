@@ -32,6 +32,9 @@ type Gateway struct {
 	mux      *http.ServeMux
 	nextID   atomic.Uint64
 
+	membersMu sync.Mutex
+	members   map[memberKey]*member // the gateway's bus members, shared by sessions
+
 	mu       sync.Mutex
 	sessions map[*session]transport
 	servers  map[*http.Server]struct{}
@@ -60,6 +63,7 @@ func New(bus facade.Bus, cfg Config) (*Gateway, error) {
 		log:      cfg.Logger,
 		sessions: make(map[*session]transport),
 		servers:  make(map[*http.Server]struct{}),
+		members:  make(map[memberKey]*member),
 	}
 	g.apub, _ = bus.(facade.AsyncPublisher)
 	g.upgrader = websocket.Upgrader{

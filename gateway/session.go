@@ -47,15 +47,42 @@ type session struct {
 
 type subKey struct{ topic, group string }
 
-// subscription is one SUBSCRIBE of the session: a ManualAck member of the
-// group on the bus, and the leases of the events delivered to the client.
+// subscription is one SUBSCRIBE of the session: attached to the gateway's
+// member of the group on each topic it reads, and the leases of the events
+// delivered to the client.
 type subscription struct {
+	s          *session
 	key        subKey
 	topics     []string // every topic it reads: key.topic, then opts.topics
 	ackTimeout time.Duration
-	bsub       facade.Subscription
+	window     int32             // most leases at once
+	members    []*member         // one per topic, once joined
 	leases     map[string]*lease // by event id; at most one per id
 	stopped    bool
+
+	held   atomic.Int32 // leases plus slots reserved by a dispatching member
+	closed atomic.Bool  // stopped, readable without the session's lock
+}
+
+// reserve takes a window slot for an event about to be delivered.
+func (sub *subscription) reserve() bool {
+	for {
+		n := sub.held.Load()
+		if n >= sub.window || sub.closed.Load() {
+			return false
+		}
+		if sub.held.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// freed returns a window slot and tells the members.
+func (sub *subscription) freed() {
+	sub.held.Add(-1)
+	for _, m := range sub.members {
+		m.wake()
+	}
 }
 
 // lease is one event in flight to the client: the bus's delivery handle,
@@ -309,26 +336,32 @@ func (s *session) subscribe(f *Frame) error {
 		ackTimeout = time.Duration(o.AckTimeoutMs) * time.Millisecond
 	}
 	ackTimeout = min(ackTimeout, cfg.MaxAckTimeout)
+	// The options of the gateway's member of the group (the first
+	// subscription on this gateway starts it). Its window, and the
+	// group's: what the client asked for (maxInFlight keeps its
+	// in-process meaning: with 1, a failing event holds the group back
+	// until it is settled), else the server's default for groups shared by
+	// many connections. Each subscription takes at most its own window.
 	bo := o
 	bo.ManualAck = true
-	bo.MaxInFlight = window
-	// The group's window: what the client asked for (maxInFlight keeps
-	// its in-process meaning), else the server's default for groups shared
-	// by many connections.
 	switch {
 	case o.GroupMaxInFlight > 0:
 		bo.GroupMaxInFlight = min(o.GroupMaxInFlight, cfg.GroupMaxInFlight)
+		bo.MaxInFlight = min(bo.GroupMaxInFlight, 100_000)
 	case o.MaxInFlight > 0:
 		bo.GroupMaxInFlight = 0
+		bo.MaxInFlight = window
 	default:
 		bo.GroupMaxInFlight = cfg.GroupMaxInFlight
+		bo.MaxInFlight = min(cfg.GroupMaxInFlight, 100_000)
 	}
-	bo.BatchSize = min(o.WithDefaults().BatchSize, window)
+	bo.BatchSize = min(o.WithDefaults().BatchSize, facade.DefaultBatchSize)
 	bo.AckTimeoutMs = ackTimeout.Milliseconds()
 	bo.Filter = nil
 
 	key := subKey{f.Topic, f.Group}
-	sub := &subscription{key: key, topics: append([]string{f.Topic}, o.Topics...), ackTimeout: ackTimeout, leases: make(map[string]*lease)}
+	sub := &subscription{s: s, key: key, topics: append([]string{f.Topic}, o.Topics...), ackTimeout: ackTimeout,
+		window: int32(window), leases: make(map[string]*lease)}
 	s.mu.Lock()
 	switch {
 	case s.ended:
@@ -346,24 +379,39 @@ func (s *session) subscribe(f *Frame) error {
 
 	ctx, cancel := s.reqCtx()
 	defer cancel()
-	bsub, err := s.gw.bus.Subscribe(ctx, f.Topic, f.Group, func(_ context.Context, d facade.Delivery) error {
-		s.deliver(sub, d)
-		return nil
-	}, bo)
+	var members []*member
+	var err error
+	seen := map[string]bool{}
+	for _, t := range sub.topics {
+		if seen[t] {
+			continue
+		}
+		seen[t] = true
+		var m *member
+		if m, err = s.gw.join(ctx, sub, t, bo); err != nil {
+			break
+		}
+		members = append(members, m)
+	}
 	s.mu.Lock()
+	sub.members = members
+	if err == nil && sub.stopped {
+		err = facade.ErrClosed // the session ended meanwhile
+	}
 	if err != nil {
-		// Deliveries made before the failure were handed back by the
-		// bus when it stopped the partial subscription.
 		if s.subs[key] == sub {
 			delete(s.subs, key)
 		}
 		s.detachLocked(sub)
 		s.mu.Unlock()
+		s.stopBusSub(sub)
 		return err
 	}
-	sub.bsub = bsub
 	s.mu.Unlock()
 	s.sendOK(f.Corr)
+	for _, m := range members {
+		m.attach(sub)
+	}
 	return nil
 }
 
@@ -372,6 +420,7 @@ func (s *session) subscribe(f *Frame) error {
 // disconnected and the lease, still in the table, is handed back.
 func (s *session) deliver(sub *subscription, d facade.Delivery) {
 	e := d.Event()
+	leaseFor(s.ctx, d, sub.ackTimeout)
 	buf := getBuf()
 	*buf = AppendEvent((*buf)[:0], sub.key.topic, sub.key.group, e, d.Attempt(), sub.ackTimeout.Milliseconds())
 	deadline := time.Now().Add(sub.ackTimeout)
@@ -380,7 +429,8 @@ func (s *session) deliver(sub *subscription, d facade.Delivery) {
 		// Unsubscribing or ending: the event never reaches the client.
 		s.mu.Unlock()
 		putBuf(buf)
-		s.giveBack(d, false, "unsubscribed")
+		sub.freed()
+		s.gw.giveBack(d, false, "unsubscribed")
 		return
 	}
 	l := sub.leases[e.ID]
@@ -390,6 +440,7 @@ func (s *session) deliver(sub *subscription, d facade.Delivery) {
 		// The old delivery's lease ended at the store already.
 		l.d, l.attempt, l.deadline = d, d.Attempt(), deadline
 		heap.Fix(&s.leases, l.index)
+		sub.held.Add(-1) // the old lease's slot is the new one's
 	} else {
 		l = &lease{sub: sub, d: d, id: e.ID, attempt: d.Attempt(), deadline: deadline}
 		sub.leases[e.ID] = l
@@ -414,23 +465,6 @@ func (s *session) deliver(sub *subscription, d facade.Delivery) {
 	}
 }
 
-// giveBack hands a delivery back to its group: released without spending
-// an attempt when the client never saw it (and the bus can), else nacked,
-// redelivered with attempt+1 after the bus's retry backoff.
-func (s *session) giveBack(d facade.Delivery, seen bool, reason string) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.gw.cfg.RequestTimeout)
-	defer cancel()
-	if r, ok := d.(facade.Releaser); ok && !seen {
-		if err := r.Release(ctx); err == nil {
-			return
-		}
-	}
-	if err := d.Nack(ctx, reason); err != nil {
-		e := d.Event()
-		s.log.Debug("hand back", "topic", e.Topic, "group", d.Group(), "id", e.ID, "err", err)
-	}
-}
-
 // armLocked makes the sweeper run by deadline d.
 func (s *session) armLocked(d time.Time) {
 	if s.ended {
@@ -448,29 +482,42 @@ func (s *session) armLocked(d time.Time) {
 }
 
 // sweep drops the expired leases: a client's ACK of one is then refused
-// (unknown_id). The bus hands their events back by itself, since a
-// delivery's own deadline (no later than its lease) has passed too.
+// (unknown_id). A delivery whose own deadline has passed too is handed back
+// by the bus (the store redelivers it); one whose deadline is later (the
+// member's lease is longer than this subscription's) is handed back here.
 func (s *session) sweep() {
 	now := time.Now()
 	s.mu.Lock()
 	s.sweepAt = time.Time{}
+	var early []*lease
 	for len(s.leases) > 0 && !s.leases[0].deadline.After(now) {
 		l := heap.Pop(&s.leases).(*lease)
 		delete(l.sub.leases, l.id)
+		if now.Before(l.d.Deadline()) {
+			early = append(early, l)
+		}
+		l.sub.freed()
 	}
 	if len(s.leases) > 0 {
 		s.armLocked(s.leases[0].deadline)
 	}
 	s.mu.Unlock()
+	for _, l := range early {
+		s.handBack(l, "ack deadline passed")
+	}
 }
 
 // handBack returns a leased event to its group as a spent attempt.
-func (s *session) handBack(l *lease, reason string) { s.giveBack(l.d, true, reason) }
+func (s *session) handBack(l *lease, reason string) { s.gw.giveBack(l.d, true, reason) }
 
 // detachLocked stops sub's deliveries and removes its leases, returning
 // them.
 func (s *session) detachLocked(sub *subscription) []*lease {
 	sub.stopped = true
+	sub.closed.Store(true)
+	for _, m := range sub.members {
+		m.wake()
+	}
 	out := make([]*lease, 0, len(sub.leases))
 	for _, l := range sub.leases {
 		heap.Remove(&s.leases, l.index)
@@ -494,20 +541,15 @@ func (s *session) stopSub(sub *subscription, leases []*lease, reason string) {
 func (s *session) endSub(sub *subscription, leases []*lease, reason string) {
 	written := s.t.Written()
 	for _, l := range leases {
-		s.giveBack(l.d, l.frame <= written, reason)
+		s.gw.giveBack(l.d, l.frame <= written, reason)
 	}
 	s.stopBusSub(sub)
 }
 
-// stopBusSub stops sub's bus subscription.
+// stopBusSub detaches sub from the gateway's members of its group.
 func (s *session) stopBusSub(sub *subscription) {
-	if sub.bsub == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.gw.cfg.RequestTimeout)
-	defer cancel()
-	if err := sub.bsub.Stop(ctx); err != nil {
-		s.log.Warn("unsubscribe", "topic", sub.key.topic, "group", sub.key.group, "err", err)
+	for _, m := range sub.members {
+		s.gw.leave(m, sub)
 	}
 }
 
@@ -554,6 +596,7 @@ func (s *session) settle(f *Frame) error {
 	}
 	delete(sub.leases, f.ID)
 	heap.Remove(&s.leases, l.index)
+	sub.freed()
 	s.mu.Unlock()
 
 	// Settling is a fire-and-forget message to the store: no timeout

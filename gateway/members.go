@@ -1,0 +1,185 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/eventhub/eventhub/facade"
+)
+
+// memberKey names a group on one topic.
+type memberKey struct{ topic, group string }
+
+// member is the gateway's one bus member of a group on one topic, shared
+// by every session subscription that reads the topic as that group (the
+// way a broker subscription per channel is shared by a node's clients).
+// The bus delivers to it one event at a time, in stream order; dispatch
+// hands each to an attached subscription with room in its window, round
+// robin, and waits while none has room: a slow group pauses its pull
+// instead of dropping events.
+type member struct {
+	gw  *Gateway
+	key memberKey
+
+	ready chan struct{} // closed once the bus subscription exists or failed
+	err   error         // why it failed; read after ready
+	bsub  facade.Subscription
+	refs  int // joined subscriptions, guarded by gw.membersMu
+
+	mu    sync.Mutex
+	subs  []*subscription
+	next  int           // round robin
+	space chan struct{} // a lease ended or the attached set changed
+}
+
+// join takes a reference to the member of (topic, sub's group), starting
+// the member with opts when it is the first; [member.attach] then lets it
+// deliver to sub.
+func (g *Gateway) join(ctx context.Context, sub *subscription, topic string, opts facade.SubscribeOptions) (*member, error) {
+	k := memberKey{topic, sub.key.group}
+	g.membersMu.Lock()
+	m := g.members[k]
+	create := m == nil
+	if create {
+		m = &member{gw: g, key: k, ready: make(chan struct{}), space: make(chan struct{}, 1)}
+		g.members[k] = m
+	}
+	m.refs++
+	g.membersMu.Unlock()
+
+	if create {
+		opts.Topics = nil
+		m.bsub, m.err = g.bus.Subscribe(ctx, topic, k.group, m.dispatch, opts)
+		close(m.ready)
+	} else {
+		select {
+		case <-m.ready:
+		case <-ctx.Done():
+			g.unref(m)
+			return nil, fmt.Errorf("%w: waiting for the group's member: %w", facade.ErrUnavailable, ctx.Err())
+		}
+	}
+	if m.err != nil {
+		g.unref(m)
+		return nil, m.err
+	}
+	return m, nil
+}
+
+// attach makes sub a destination of m's events, unless it stopped
+// meanwhile (it then left m already, or leaves after this).
+func (m *member) attach(sub *subscription) {
+	m.mu.Lock()
+	if !sub.closed.Load() {
+		m.subs = append(m.subs, sub)
+	}
+	m.mu.Unlock()
+	m.wake()
+}
+
+// leave detaches sub; the last one to leave stops the member.
+func (g *Gateway) leave(m *member, sub *subscription) {
+	m.mu.Lock()
+	for i, x := range m.subs {
+		if x == sub {
+			m.subs = append(m.subs[:i], m.subs[i+1:]...)
+			break
+		}
+	}
+	m.mu.Unlock()
+	m.wake()
+	if !g.unref(m) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.RequestTimeout)
+	defer cancel()
+	if err := m.bsub.Stop(ctx); err != nil {
+		g.log.Warn("stop group member", "topic", m.key.topic, "group", m.key.group, "err", err)
+	}
+}
+
+// unref drops one reference to m and reports whether it was the last (m
+// is then out of the table).
+func (g *Gateway) unref(m *member) bool {
+	g.membersMu.Lock()
+	defer g.membersMu.Unlock()
+	m.refs--
+	if m.refs > 0 {
+		return false
+	}
+	if g.members[m.key] == m {
+		delete(g.members, m.key)
+	}
+	return m.bsub != nil
+}
+
+// wake tells a waiting dispatch to look again.
+func (m *member) wake() {
+	select {
+	case m.space <- struct{}{}:
+	default:
+	}
+}
+
+// dispatch is the member's handler: it leases d to one attached
+// subscription with room, waiting while there is none. When the member
+// stops first, d goes back to the group without spending an attempt.
+func (m *member) dispatch(ctx context.Context, d facade.Delivery) error {
+	for {
+		if sub := m.pick(); sub != nil {
+			sub.s.deliver(sub, d)
+			return nil
+		}
+		select {
+		case <-m.space:
+		case <-ctx.Done():
+			m.gw.giveBack(d, false, "no subscriber")
+			return nil
+		}
+	}
+}
+
+// pick reserves a window slot on the next attached subscription that has
+// one.
+func (m *member) pick() *subscription {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := len(m.subs)
+	for i := range n {
+		sub := m.subs[(m.next+i)%n]
+		if sub.reserve() {
+			m.next = (m.next + i + 1) % n
+			return sub
+		}
+	}
+	return nil
+}
+
+// giveBack hands a delivery back to its group: released without spending
+// an attempt when its client never saw it (and the bus can), else nacked,
+// redelivered with attempt+1 after the bus's retry backoff.
+func (g *Gateway) giveBack(d facade.Delivery, seen bool, reason string) {
+	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.RequestTimeout)
+	defer cancel()
+	if r, ok := d.(facade.Releaser); ok && !seen {
+		if err := r.Release(ctx); err == nil {
+			return
+		}
+	}
+	if err := d.Nack(ctx, reason); err != nil {
+		e := d.Event()
+		g.log.Debug("hand back", "topic", e.Topic, "group", d.Group(), "id", e.ID, "err", err)
+	}
+}
+
+// leaseFor makes d's deadline at the store cover a lease of length lease
+// from now: a subscription may ask for a longer lease than the member's,
+// and a delivery may have waited for room.
+func leaseFor(ctx context.Context, d facade.Delivery, lease time.Duration) {
+	if time.Until(d.Deadline()) >= lease-lease/10 {
+		return
+	}
+	_ = d.Extend(ctx, lease)
+}
