@@ -21,7 +21,6 @@ type delivery struct {
 
 	mu       sync.Mutex
 	done     bool
-	doneErr  error // what a later settlement returns
 	deadline time.Time
 }
 
@@ -55,12 +54,10 @@ func (d *delivery) Nack(ctx context.Context, reason string) error {
 func (d *delivery) settle(ctx context.Context, op, reason string, wait bool) error {
 	d.mu.Lock()
 	if d.done {
-		err := d.doneErr
 		d.mu.Unlock()
-		return err
+		return d.settledErr()
 	}
 	d.done = true
-	d.doneErr = fmt.Errorf("%w: %s of %s/%s", facade.ErrSettled, d.f.Event.ID, d.f.Topic, d.f.Group)
 	d.mu.Unlock()
 	defer d.s.settled(d)
 	d.s.mu.Lock()
@@ -83,6 +80,10 @@ func (d *delivery) settle(ctx context.Context, op, reason string, wait bool) err
 	return d.leaseEnded(err)
 }
 
+func (d *delivery) settledErr() error {
+	return fmt.Errorf("%w: %s of %s/%s", facade.ErrSettled, d.f.Event.ID, d.f.Topic, d.f.Group)
+}
+
 // leaseEnded maps the gateway's unknown_id and a dropped connection (the
 // gateway hands the events of a closed connection back) to ErrExpired.
 func (d *delivery) leaseEnded(err error) error {
@@ -100,12 +101,11 @@ func (d *delivery) Extend(ctx context.Context, by time.Duration) error {
 		return fmt.Errorf("%w: extension must be positive", facade.ErrInvalidOption)
 	}
 	d.mu.Lock()
-	if d.done {
-		err := d.doneErr
-		d.mu.Unlock()
-		return err
-	}
+	done := d.done
 	d.mu.Unlock()
+	if done {
+		return d.settledErr()
+	}
 	ms := (by + time.Millisecond - 1).Milliseconds()
 	ctx, cancel := d.s.c.withTimeout(ctx)
 	defer cancel()

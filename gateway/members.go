@@ -30,9 +30,15 @@ type member struct {
 
 	mu    sync.Mutex
 	subs  []*subscription
-	next  int           // round robin
+	cur   int           // the subscription taking the current burst
+	burst int           // events left in the current burst
 	space chan struct{} // a lease ended or the attached set changed
 }
+
+// dispatchBurst is how many events in a row one subscription gets before
+// the next one's turn: consecutive EVENT frames to one connection go out in
+// one write, where strict round robin would cost a write per event.
+const dispatchBurst = 64
 
 // join takes a reference to the member of (topic, sub's group), starting
 // the member with opts when it is the first; [member.attach] then lets it
@@ -141,17 +147,28 @@ func (m *member) dispatch(ctx context.Context, d facade.Delivery) error {
 	}
 }
 
-// pick reserves a window slot on the next attached subscription that has
-// one.
+// pick reserves a window slot on an attached subscription: the current
+// one while its burst lasts and it has room, else the next that has room,
+// round robin.
 func (m *member) pick() *subscription {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := len(m.subs)
-	for i := range n {
-		sub := m.subs[(m.next+i)%n]
-		if sub.reserve() {
-			m.next = (m.next + i + 1) % n
-			return sub
+	if n == 0 {
+		return nil
+	}
+	if m.cur >= n {
+		m.cur, m.burst = 0, 0
+	}
+	if m.burst > 0 && m.subs[m.cur].reserve() {
+		m.burst--
+		return m.subs[m.cur]
+	}
+	for i := 1; i <= n; i++ {
+		j := (m.cur + i) % n
+		if m.subs[j].reserve() {
+			m.cur, m.burst = j, dispatchBurst-1
+			return m.subs[j]
 		}
 	}
 	return nil
