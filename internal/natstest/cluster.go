@@ -31,6 +31,7 @@ var ErrNoNetns = errors.New("natstest: no network namespaces")
 type Cluster struct {
 	t     testing.TB
 	bin   string
+	cfg   ClusterConfig
 	Nodes []*Node
 }
 
@@ -50,7 +51,21 @@ type Node struct {
 // JetStream answers through every node. They are killed at cleanup.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
+	return StartClusterWith(t, n, ClusterConfig{})
+}
+
+// ClusterConfig tunes the nodes of a cluster.
+type ClusterConfig struct {
+	// SyncAlways makes every node flush each write to disk before it
+	// acknowledges it (JetStream's sync_interval: always).
+	SyncAlways bool
+}
+
+// StartClusterWith starts n nodes with cfg, as StartCluster does.
+func StartClusterWith(t testing.TB, n int, cfg ClusterConfig) *Cluster {
+	t.Helper()
 	c := newCluster(t, n)
+	c.cfg = cfg
 	for _, nd := range c.Nodes {
 		nd.ClientPort, nd.RoutePort = freePort(t), freePort(t)
 	}
@@ -79,6 +94,10 @@ func newCluster(t testing.TB, n int) *Cluster {
 // URLs they were given.
 func (c *Cluster) writeConf(nd *Node, listen, routeListen string, routes []string, noAdvertise bool) {
 	c.t.Helper()
+	sync := ""
+	if c.cfg.SyncAlways {
+		sync = "  sync_interval: always\n"
+	}
 	conf := fmt.Sprintf(`server_name: %s
 listen: %s
 cluster {
@@ -89,8 +108,8 @@ cluster {
 }
 jetstream {
   store_dir: %q
-}
-`, nd.Name, listen, routeListen, strings.Join(routes, ", "), noAdvertise, nd.Dir)
+%s}
+`, nd.Name, listen, routeListen, strings.Join(routes, ", "), noAdvertise, nd.Dir, sync)
 	nd.conf = filepath.Join(nd.Dir, "node.conf")
 	if err := os.WriteFile(nd.conf, []byte(conf), 0o600); err != nil {
 		c.t.Fatal(err)
