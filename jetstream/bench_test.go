@@ -27,8 +27,9 @@ import (
 const benchWindow = 4000
 
 type benchEnv struct {
-	bus *jetstream.Bus
-	js  njs.JetStream
+	bus     *jetstream.Bus
+	js      njs.JetStream
+	cluster *natstest.Cluster // nil on the embedded server
 }
 
 func newBenchEnv(b *testing.B) *benchEnv {

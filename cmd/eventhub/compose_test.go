@@ -512,8 +512,13 @@ func (c natsConn) streamReplicas(t *testing.T, topic string) int {
 // compose-smoke.sh) where a Docker engine answers; elsewhere it says why it
 // cannot.
 func TestComposeOnDocker(t *testing.T) {
-	if err := exec.Command("docker", "info").Run(); err != nil {
-		t.Skipf("no Docker engine answers here (%v): the compose files ran without Docker above", err)
+	if out, err := exec.Command("docker", "info").CombinedOutput(); err != nil {
+		why := strings.TrimSpace(string(out))
+		if i := strings.LastIndexByte(why, '\n'); i >= 0 {
+			why = why[i+1:]
+		}
+		t.Skipf("scripts/compose-smoke.sh not run: no Docker engine answers here (docker info: %v %s); "+
+			"TestDockerComposeWithoutDocker and TestClusterComposeWithoutDocker run the compose files' contents without one", err, why)
 	}
 	for _, f := range []string{"docker-compose.yml", "deploy/compose.cluster.yml"} {
 		cmd := exec.Command("bash", "scripts/compose-smoke.sh", f)

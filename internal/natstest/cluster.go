@@ -2,6 +2,7 @@ package natstest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,6 +20,10 @@ import (
 	"github.com/eventhub/eventhub/internal/testutil"
 )
 
+// ErrNoNetns: this machine cannot give the nodes network namespaces of
+// their own (not root, no iproute2, not Linux).
+var ErrNoNetns = errors.New("natstest: no network namespaces")
+
 // Cluster is a NATS cluster of separate nats-server processes on loopback,
 // with routes between all nodes and JetStream on file storage. Nodes can be
 // killed (-9), stopped, started and restarted one at a time; each keeps its
@@ -26,6 +31,7 @@ import (
 type Cluster struct {
 	t     testing.TB
 	bin   string
+	cfg   ClusterConfig
 	Nodes []*Node
 }
 
@@ -35,6 +41,7 @@ type Node struct {
 	ClientPort, RoutePort int
 	Dir                   string
 	conf                  string
+	net                   *nodeNet // nil: the node is on the machine's loopback
 	mu                    sync.Mutex
 	cmd                   *exec.Cmd
 	log                   *testutil.Buffer
@@ -44,43 +51,82 @@ type Node struct {
 // JetStream answers through every node. They are killed at cleanup.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, bin: Binary(t)}
-	for i := range n {
-		c.Nodes = append(c.Nodes, &Node{
-			Name: "n" + strconv.Itoa(i+1), ClientPort: freePort(t), RoutePort: freePort(t), Dir: t.TempDir(),
-		})
+	return StartClusterWith(t, n, ClusterConfig{})
+}
+
+// ClusterConfig tunes the nodes of a cluster.
+type ClusterConfig struct {
+	// SyncAlways makes every node flush each write to disk before it
+	// acknowledges it (JetStream's sync_interval: always).
+	SyncAlways bool
+}
+
+// StartClusterWith starts n nodes with cfg, as StartCluster does.
+func StartClusterWith(t testing.TB, n int, cfg ClusterConfig) *Cluster {
+	t.Helper()
+	c := newCluster(t, n)
+	c.cfg = cfg
+	for _, nd := range c.Nodes {
+		nd.ClientPort, nd.RoutePort = freePort(t), freePort(t)
 	}
 	var routes []string
 	for _, nd := range c.Nodes {
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", nd.RoutePort))
 	}
 	for _, nd := range c.Nodes {
-		conf := fmt.Sprintf(`server_name: %s
-listen: 127.0.0.1:%d
+		c.writeConf(nd, fmt.Sprintf("127.0.0.1:%d", nd.ClientPort), fmt.Sprintf("127.0.0.1:%d", nd.RoutePort), routes, false)
+	}
+	c.startAll()
+	return c
+}
+
+func newCluster(t testing.TB, n int) *Cluster {
+	c := &Cluster{t: t, bin: Binary(t)}
+	for i := range n {
+		c.Nodes = append(c.Nodes, &Node{Name: "n" + strconv.Itoa(i+1), Dir: t.TempDir()})
+	}
+	return c
+}
+
+// writeConf writes a node's configuration: clients on listen, routes on
+// routeListen to every route URL, JetStream on file storage in its Dir.
+// With noAdvertise, clients are told no other node's address: they use the
+// URLs they were given.
+func (c *Cluster) writeConf(nd *Node, listen, routeListen string, routes []string, noAdvertise bool) {
+	c.t.Helper()
+	sync := ""
+	if c.cfg.SyncAlways {
+		sync = "  sync_interval: always\n"
+	}
+	conf := fmt.Sprintf(`server_name: %s
+listen: %s
 cluster {
   name: eventhub-test
-  listen: 127.0.0.1:%d
+  listen: %s
   routes: [%s]
+  no_advertise: %t
 }
 jetstream {
   store_dir: %q
-}
-`, nd.Name, nd.ClientPort, nd.RoutePort, strings.Join(routes, ", "), nd.Dir)
-		nd.conf = filepath.Join(nd.Dir, "node.conf")
-		if err := os.WriteFile(nd.conf, []byte(conf), 0o600); err != nil {
-			t.Fatal(err)
-		}
+%s}
+`, nd.Name, listen, routeListen, strings.Join(routes, ", "), noAdvertise, nd.Dir, sync)
+	nd.conf = filepath.Join(nd.Dir, "node.conf")
+	if err := os.WriteFile(nd.conf, []byte(conf), 0o600); err != nil {
+		c.t.Fatal(err)
 	}
+}
+
+func (c *Cluster) startAll() {
+	c.t.Helper()
 	for i := range c.Nodes {
 		c.startNode(i)
 	}
-	t.Cleanup(func() {
+	c.t.Cleanup(func() {
 		for i := range c.Nodes {
 			c.Kill(i)
 		}
 	})
 	c.WaitReady()
-	return c
 }
 
 // URL lists every node's client URL, for a client that fails over.
@@ -105,6 +151,9 @@ func (c *Cluster) startNode(i int) {
 	}
 	nd.log = &testutil.Buffer{}
 	nd.cmd = exec.Command(c.bin, "-c", nd.conf)
+	if nd.net != nil {
+		nd.cmd = exec.Command("ip", "netns", "exec", nd.net.ns, c.bin, "-c", nd.conf) // ip execs the server: same process
+	}
 	nd.cmd.Stdout, nd.cmd.Stderr = nd.log, nd.log
 	if err := nd.cmd.Start(); err != nil {
 		c.t.Fatalf("natstest: start %s: %v", nd.Name, err)
