@@ -40,6 +40,12 @@ func (f *fakeTransport) Send(buf *[]byte) sendResult {
 	return sent
 }
 
+func (f *fakeTransport) SendShared(b []byte) sendResult {
+	buf := getBuf()
+	*buf = append((*buf)[:0], b...)
+	return f.Send(buf)
+}
+
 func (f *fakeTransport) Close(code int, reason string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -23,6 +23,10 @@ type transport interface {
 	// have reached the client once Written() >= n (it is counted when its
 	// write starts); while Written() < n it has not.
 	SendNumbered(buf *[]byte) (sendResult, uint64)
+	// SendShared queues one frame whose bytes are shared with other
+	// transports (a live event encoded once for every subscriber): they
+	// are only read, never recycled.
+	SendShared(b []byte) sendResult
 	// Written is how many frames have been, or are being, written to the
 	// connection.
 	Written() uint64
@@ -76,7 +80,7 @@ type wsTransport struct {
 	ping  time.Duration
 
 	qmu    sync.Mutex
-	q      []*[]byte // frames waiting, oldest first
+	q      []qframe // frames waiting, oldest first
 	queued uint64    // frames queued so far (numbers frames)
 	// written counts the frames handed to the kernel, or being handed
 	// (counted before the write, so that a client can never have read a
@@ -84,7 +88,7 @@ type wsTransport struct {
 	written atomic.Uint64
 	max     int
 	wake    chan struct{} // capacity 1: the queue became non-empty
-	spare   []*[]byte     // the writer's batch slice, reused
+	spare   []qframe      // the writer's batch slice, reused
 
 	mu      sync.Mutex
 	closing bool
@@ -113,19 +117,48 @@ func (t *wsTransport) Send(buf *[]byte) sendResult {
 }
 
 func (t *wsTransport) SendNumbered(buf *[]byte) (sendResult, uint64) {
+	return t.enqueue(qframe{own: buf})
+}
+
+func (t *wsTransport) SendShared(b []byte) sendResult {
+	r, _ := t.enqueue(qframe{shared: b})
+	return r
+}
+
+// qframe is one queued frame: a pooled buffer the transport owns, or
+// shared bytes it only reads.
+type qframe struct {
+	own    *[]byte
+	shared []byte
+}
+
+func (f qframe) bytes() []byte {
+	if f.own != nil {
+		return *f.own
+	}
+	return f.shared
+}
+
+func (f qframe) release() {
+	if f.own != nil {
+		putBuf(f.own)
+	}
+}
+
+func (t *wsTransport) enqueue(f qframe) (sendResult, uint64) {
 	select {
 	case <-t.closeCh:
-		putBuf(buf)
+		f.release()
 		return sendClosing, 0
 	default:
 	}
 	t.qmu.Lock()
 	if len(t.q) >= t.max {
 		t.qmu.Unlock()
-		putBuf(buf)
+		f.release()
 		return queueFull, 0
 	}
-	t.q = append(t.q, buf)
+	t.q = append(t.q, f)
 	t.queued++
 	n := t.queued
 	t.qmu.Unlock()
@@ -139,7 +172,7 @@ func (t *wsTransport) SendNumbered(buf *[]byte) (sendResult, uint64) {
 func (t *wsTransport) Written() uint64 { return t.written.Load() }
 
 // take moves the queued frames into the writer's batch slice.
-func (t *wsTransport) take() []*[]byte {
+func (t *wsTransport) take() []qframe {
 	t.qmu.Lock()
 	defer t.qmu.Unlock()
 	batch := t.q
@@ -155,7 +188,7 @@ func (t *wsTransport) take() []*[]byte {
 }
 
 // recycle hands an emptied batch slice back for the next take.
-func (t *wsTransport) recycle(batch []*[]byte) {
+func (t *wsTransport) recycle(batch []qframe) {
 	clear(batch)
 	if cap(batch) > 64 {
 		return
@@ -256,12 +289,10 @@ func (t *wsTransport) flush() bool {
 }
 
 // writeBatch writes the frames of batch, returning their buffers to the pool.
-func (t *wsTransport) writeBatch(batch []*[]byte) bool {
+func (t *wsTransport) writeBatch(batch []qframe) bool {
 	defer func() {
-		for _, b := range batch {
-			if b != nil {
-				putBuf(b)
-			}
+		for _, f := range batch {
+			f.release()
 		}
 	}()
 	if t.abort.Load() {
@@ -270,10 +301,10 @@ func (t *wsTransport) writeBatch(batch []*[]byte) bool {
 	_ = t.ws.SetWriteDeadline(time.Now().Add(t.wt))
 	t.bconn.Hold()
 	var held uint64 // frames buffered in bconn, not yet flushed
-	for i, buf := range batch {
-		err := t.ws.WriteMessage(websocket.TextMessage, *buf)
-		putBuf(buf)
-		batch[i] = nil
+	for i, f := range batch {
+		err := t.ws.WriteMessage(websocket.TextMessage, f.bytes())
+		f.release()
+		batch[i] = qframe{}
 		held++
 		if err != nil {
 			_ = t.bconn.Release()
@@ -329,7 +360,7 @@ func (t *wsTransport) finish() {
 
 // drop returns the queued buffers to the pool.
 func (t *wsTransport) drop() {
-	for _, b := range t.take() {
-		putBuf(b)
+	for _, f := range t.take() {
+		f.release()
 	}
 }

@@ -1,0 +1,43 @@
+package facade
+
+import "context"
+
+// LiveReader is the optional capability behind live subscriptions (no
+// group, no acks, no cursor kept by the hub): following a topic from a
+// stream position, and reading what a topic holds after a position to
+// recover what a client missed.
+type LiveReader interface {
+	// Follow hands fn every event of topic stored after stream position
+	// after ([AfterNow]: after the last event stored when Follow is
+	// called; 0: from the beginning), in
+	// stream order, one at a time on one goroutine, until the subscription
+	// is stopped or the bus closes. It returns once following has started,
+	// so an event published after it returns is delivered. The topic's
+	// stream is created if needed.
+	Follow(ctx context.Context, topic string, after uint64, fn func(*EventRecord)) (Subscription, error)
+	// ReadAfter hands fn the events of topic stored after stream position
+	// after, in order, up to limit of them, and stops at the end of the
+	// stream as it is while it reads. An error from fn stops the read and
+	// is returned.
+	ReadAfter(ctx context.Context, topic string, after uint64, limit int, fn func(*EventRecord) error) (ReadResult, error)
+}
+
+// AfterNow is the position of [LiveReader.Follow] that means "what is
+// stored from now on".
+const AfterNow = ^uint64(0)
+
+// ReadResult is what [LiveReader.ReadAfter] found.
+type ReadResult struct {
+	// Read is how many events were handed to fn.
+	Read int
+	// More: the read stopped at its limit, and more events follow.
+	More bool
+	// Complete: nothing of the topic after the position was removed from
+	// the stream (by retention limits, or by compaction of a compacted
+	// topic), so what was read is everything stored after it.
+	Complete bool
+	// First is the oldest stream position the topic's stream still holds.
+	First uint64
+	// Last is the stream's last position when the read started.
+	Last uint64
+}
