@@ -23,6 +23,8 @@ const (
 	DefaultPingInterval      = 25 * time.Second
 	DefaultIdleTimeout       = 60 * time.Second
 	DefaultOutboundQueue     = 1024
+	DefaultLiveRecoveryLimit = 10_000
+	DefaultLivePending       = 10_000
 	DefaultAuthTimeout       = 2 * time.Second
 	DefaultRequestTimeout    = 10 * time.Second
 	DefaultHandshakeTimeout  = 10 * time.Second
@@ -67,6 +69,14 @@ type Config struct {
 	// authorisation with the transport ("ws", "http") and the error code
 	// (metrics). It must be safe for concurrent use and quick.
 	OnAuthFailure func(transport, code string)
+	// LiveRecoveryLimit is the most events a live subscription's recovery
+	// (opts.since) sends (default 10 000); past it the OK says
+	// recovered: false and the subscription goes on live.
+	LiveRecoveryLimit int
+	// LivePending is how many live events may wait for one subscription
+	// while it recovers (default 10 000); past it the subscription fails
+	// as slow_client.
+	LivePending int
 	// MaxSubscriptions is the most subscriptions one connection may hold
 	// (default 128).
 	MaxSubscriptions int
@@ -134,6 +144,8 @@ func (c Config) Validate() error {
 	neg("MaxInflightPerSub", int64(c.MaxInflightPerSub))
 	neg("GroupMaxInFlight", int64(c.GroupMaxInFlight))
 	neg("MaxSubscriptions", int64(c.MaxSubscriptions))
+	neg("LiveRecoveryLimit", int64(c.LiveRecoveryLimit))
+	neg("LivePending", int64(c.LivePending))
 	neg("AckTimeout", int64(c.AckTimeout))
 	neg("MaxAckTimeout", int64(c.MaxAckTimeout))
 	neg("WriteTimeout", int64(c.WriteTimeout))
@@ -186,6 +198,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxSubscriptions == 0 {
 		c.MaxSubscriptions = DefaultMaxSubscriptions
+	}
+	if c.LiveRecoveryLimit == 0 {
+		c.LiveRecoveryLimit = DefaultLiveRecoveryLimit
+	}
+	if c.LivePending == 0 {
+		c.LivePending = DefaultLivePending
 	}
 	if c.AckTimeout == 0 {
 		c.AckTimeout = DefaultAckTimeout

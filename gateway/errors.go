@@ -84,6 +84,7 @@ const (
 	CodeNotSubscribed     = "not_subscribed"
 	CodeUnknownID         = "unknown_id"
 	CodeNotFound          = "not_found"
+	CodeUnsupported       = "unsupported"
 	CodeLimitExceeded     = "limit_exceeded"
 	CodeStorageFull       = "storage_full"
 	CodePublishFailed     = "publish_failed"
@@ -120,6 +121,7 @@ var Codes = []CodeInfo{
 	{CodeNotSubscribed, "This connection has no subscription of this topic and group.", 0, true, 0},
 	{CodeUnknownID, "ACK/NACK/MODACK of an id not in flight on this subscription: never delivered, already settled, lease expired, or attempt mismatch; also afterId / SEEK lastId not found.", 0, true, http.StatusNotFound},
 	{CodeNotFound, "The topic or group does not exist (CURSOR).", 0, true, http.StatusNotFound},
+	{CodeUnsupported, "The bus behind the gateway lacks the capability (live subscriptions, snapshots).", 0, true, http.StatusNotImplemented},
 	{CodeLimitExceeded, "A limit of the store refuses the request (the maximum groups of a topic, streams, a stream's events or bytes); retrying does not help until an operator raises it.", 0, true, http.StatusConflict},
 	{CodeStorageFull, "The store has no storage left; retrying does not help until room is freed.", 0, true, http.StatusInsufficientStorage},
 	{CodePublishFailed, "The store failed the publish.", 0, true, http.StatusBadGateway},
@@ -162,6 +164,7 @@ var (
 	ErrAuthTimeout       = &facade.Error{Code: CodeAuthTimeout, Msg: "no AUTH in time"}
 	ErrForbidden         = &facade.Error{Code: CodeForbidden, Msg: "forbidden"}
 	ErrAlreadySubscribed = &facade.Error{Code: CodeAlreadySubscribed, Msg: "already subscribed"}
+	ErrUnsupported       = &facade.Error{Code: CodeUnsupported, Msg: "not supported by this bus"}
 	ErrNotSubscribed     = &facade.Error{Code: CodeNotSubscribed, Msg: "not subscribed"}
 	ErrPublishFailed     = &facade.Error{Code: CodePublishFailed, Msg: "publish failed"}
 	ErrInternal          = &facade.Error{Code: CodeInternal, Msg: "internal error"}

@@ -35,6 +35,11 @@ type Gateway struct {
 	membersMu sync.Mutex
 	members   map[memberKey]*member // the gateway's bus members, shared by sessions
 
+	liveMu     sync.Mutex
+	live       map[string]*liveTopic // the gateway's followers, by topic
+	liveFanout atomic.Uint64         // live events queued to subscribers
+	liveDrops  atomic.Uint64         // live subscriptions ended as too slow
+
 	mu       sync.Mutex
 	sessions map[*session]transport
 	servers  map[*http.Server]struct{}
@@ -64,6 +69,7 @@ func New(bus facade.Bus, cfg Config) (*Gateway, error) {
 		sessions: make(map[*session]transport),
 		servers:  make(map[*http.Server]struct{}),
 		members:  make(map[memberKey]*member),
+		live:     make(map[string]*liveTopic),
 	}
 	g.apub, _ = bus.(facade.AsyncPublisher)
 	g.upgrader = websocket.Upgrader{

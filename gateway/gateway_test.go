@@ -118,12 +118,19 @@ func TestExpiredLeaseRedeliversToOtherMember(t *testing.T) {
 	rec := publish(t, bus, "lease.t", `"x"`)
 
 	// Whoever gets it first never acks; the other acks.
-	first, second := a, b
-	ev, ok := a.event(5 * time.Second)
-	if !ok {
-		first, second = b, a
-		ev = b.mustEvent()
-	}
+	var first, second *wsClient
+	var ev Frame
+	testutil.CheckFor(t, 5*time.Second, func() error {
+		if f, ok := a.event(20 * time.Millisecond); ok {
+			first, second, ev = a, b, f
+			return nil
+		}
+		if f, ok := b.event(20 * time.Millisecond); ok {
+			first, second, ev = b, a, f
+			return nil
+		}
+		return fmt.Errorf("not delivered")
+	})
 	if ev.Event.ID != rec.ID || ev.Ctx.Attempt != 1 || ev.Ctx.AckDeadlineMs > 1000 {
 		t.Fatalf("first delivery %+v", ev.Ctx)
 	}

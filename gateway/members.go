@@ -134,7 +134,7 @@ func (m *member) wake() {
 // stops first, d goes back to the group without spending an attempt.
 func (m *member) dispatch(ctx context.Context, d facade.Delivery) error {
 	for {
-		if sub := m.pick(); sub != nil {
+		if sub := m.pick(d.Attempt() > 1); sub != nil {
 			sub.s.deliver(sub, d)
 			return nil
 		}
@@ -149,8 +149,9 @@ func (m *member) dispatch(ctx context.Context, d facade.Delivery) error {
 
 // pick reserves a window slot on an attached subscription: the current
 // one while its burst lasts and it has room, else the next that has room,
-// round robin.
-func (m *member) pick() *subscription {
+// round robin. A redelivery moves on to the next subscription, so that
+// an event its first subscriber let expire gets to another one.
+func (m *member) pick(redelivery bool) *subscription {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := len(m.subs)
@@ -160,7 +161,7 @@ func (m *member) pick() *subscription {
 	if m.cur >= n {
 		m.cur, m.burst = 0, 0
 	}
-	if m.burst > 0 && m.subs[m.cur].reserve() {
+	if m.burst > 0 && !redelivery && m.subs[m.cur].reserve() {
 		m.burst--
 		return m.subs[m.cur]
 	}

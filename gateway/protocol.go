@@ -78,8 +78,14 @@ type Frame struct {
 	// ACK, NACK, MODACK; OK of PUBLISH (the new event's id)
 	ID string `json:"id,omitempty"`
 	// OK of PUBLISH (extension): the event's stream position and time.
+	// OK of a live SUBSCRIBE: the position its live events continue after.
 	Seq uint64 `json:"seq,omitempty"`
 	TS  int64  `json:"ts,omitempty"`
+	// OK of a live SUBSCRIBE with since or snapshot: whether everything
+	// after the position was sent, and if not, the oldest position the
+	// stream still holds.
+	Recovered *bool  `json:"recovered,omitempty"`
+	First     uint64 `json:"first,omitempty"`
 	// ACK, NACK, MODACK (extension): when set, the frame applies only to
 	// this attempt of the event (a stale frame gets unknown_id).
 	Attempt int `json:"attempt,omitempty"`
@@ -519,6 +525,17 @@ func AppendEvent(dst []byte, topic, group string, e *facade.EventRecord, attempt
 	dst = append(dst, `,"ack_deadline_ms":`...)
 	dst = strconv.AppendInt(dst, ackDeadlineMs, 10)
 	return append(dst, "}}"...)
+}
+
+// AppendLiveEvent appends the EVENT frame of a live subscription:
+// {"op":"EVENT","topic":…,"event":{…}}, without group or ctx (there is
+// nothing to acknowledge); the event's seq is its position.
+func AppendLiveEvent(dst []byte, e *facade.EventRecord) []byte {
+	dst = append(dst, `{"op":"EVENT","topic":`...)
+	dst = eventjson.AppendString(dst, e.Topic)
+	dst = append(dst, `,"event":`...)
+	dst = AppendEventRecord(dst, e)
+	return append(dst, '}')
 }
 
 // AppendEventRecord appends the JSON of e (as json.Marshal would write it)

@@ -37,7 +37,8 @@ type session struct {
 
 	mu        sync.Mutex
 	subs      map[subKey]*subscription
-	leases    leaseHeap // every lease of every subscription, by deadline
+	lives     map[string]*liveSub // live subscriptions by topic; nil while starting
+	leases    leaseHeap           // every lease of every subscription, by deadline
 	sweeper   *time.Timer
 	sweepAt   time.Time
 	authTimer *time.Timer
@@ -106,7 +107,8 @@ func newSession(gw *Gateway, t transport, log *slog.Logger) *session {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &session{
 		gw: gw, t: t, log: log, ctx: ctx, cancel: cancel,
-		subs: make(map[subKey]*subscription),
+		subs:  make(map[subKey]*subscription),
+		lives: make(map[string]*liveSub),
 	}
 	s.mu.Lock()
 	s.authTimer = time.AfterFunc(gw.cfg.AuthTimeout, s.authExpired)
@@ -278,7 +280,23 @@ func (s *session) auth(f *Frame) error {
 	for i, sub := range revoked {
 		stops[i] = s.detachLocked(sub)
 	}
+	var liveRevoked []*liveSub
+	for topic, ls := range s.lives {
+		if ls != nil && !p.Allow(ActionSubscribe, topic, "") {
+			liveRevoked = append(liveRevoked, ls)
+			delete(s.lives, topic)
+		}
+	}
 	s.mu.Unlock()
+	for _, ls := range liveRevoked {
+		s.gw.unfollow(ls)
+		s.gw.authFailed("ws", CodeForbidden)
+		b, err := Encode(&Frame{Op: OpErr, Code: CodeForbidden, Topic: ls.lt.topic,
+			Msg: fmt.Sprintf("live subscription to %s ended: the new credentials have no subscribe permission on it", ls.lt.topic)})
+		if err == nil {
+			s.send(&b)
+		}
+	}
 	for i, sub := range revoked {
 		s.gw.authFailed("ws", CodeForbidden)
 		b, err := Encode(&Frame{Op: OpErr, Code: CodeForbidden, Topic: sub.key.topic, Group: sub.key.group,
@@ -311,6 +329,9 @@ func validTopicGroup(f *Frame) error {
 }
 
 func (s *session) subscribe(f *Frame) error {
+	if f.Group == "" {
+		return s.subscribeLive(f)
+	}
 	if err := validTopicGroup(f); err != nil {
 		return err
 	}
@@ -370,7 +391,7 @@ func (s *session) subscribe(f *Frame) error {
 	case s.subs[key] != nil:
 		s.mu.Unlock()
 		return errorf(CodeAlreadySubscribed, "already subscribed to %s as %s", f.Topic, f.Group)
-	case len(s.subs) >= cfg.MaxSubscriptions:
+	case len(s.subs)+len(s.lives) >= cfg.MaxSubscriptions:
 		s.mu.Unlock()
 		return errorf(CodeBadRequest, "subscription limit (%d) reached", cfg.MaxSubscriptions)
 	}
@@ -554,6 +575,9 @@ func (s *session) stopBusSub(sub *subscription) {
 }
 
 func (s *session) unsubscribe(f *Frame) error {
+	if f.Group == "" {
+		return s.unsubscribeLive(f)
+	}
 	key := subKey{f.Topic, f.Group}
 	s.mu.Lock()
 	sub := s.subs[key]
@@ -776,6 +800,13 @@ func (s *session) end(reason string) {
 		stops = append(stops, stop{sub, s.detachLocked(sub)})
 	}
 	clear(s.subs)
+	lives := make([]*liveSub, 0, len(s.lives))
+	for _, ls := range s.lives {
+		if ls != nil {
+			lives = append(lives, ls)
+		}
+	}
+	clear(s.lives)
 	s.authTimer.Stop()
 	if s.expTimer != nil {
 		s.expTimer.Stop()
@@ -785,6 +816,9 @@ func (s *session) end(reason string) {
 	}
 	s.mu.Unlock()
 
+	for _, ls := range lives {
+		s.gw.unfollow(ls)
+	}
 	var wg sync.WaitGroup
 	for _, st := range stops {
 		wg.Go(func() { s.endSub(st.sub, st.leases, reason) })

@@ -40,7 +40,10 @@ var (
 	cursorSchema    = schemaOf(reflect.TypeFor[facade.CursorPosition](), nil)
 	subscribeSchema = schemaOf(reflect.TypeFor[facade.SubscribeOptions](), nil)
 	publishSchema   = schemaOf(reflect.TypeFor[facade.PublishOptions](), nil)
-	frameSchema     = schemaOf(reflect.TypeFor[Frame](), map[string]*schema{
+	liveSchema      = schemaOf(reflect.TypeFor[LiveOptions](), map[string]*schema{
+		"since": schemaOf(reflect.TypeFor[LivePosition](), nil),
+	})
+	frameSchema = schemaOf(reflect.TypeFor[Frame](), map[string]*schema{
 		"cursor": cursorSchema,
 		"event":  schemaOf(reflect.TypeFor[facade.EventRecord](), nil),
 		"ctx":    schemaOf(reflect.TypeFor[EventContext](), nil),
@@ -96,8 +99,11 @@ func decodeOpts(raw json.RawMessage, v any) error {
 		return nil
 	}
 	s := subscribeSchema
-	if _, ok := v.(*facade.PublishOptions); ok {
+	switch v.(type) {
+	case *facade.PublishOptions:
 		s = publishSchema
+	case *LiveOptions:
+		s = liveSchema
 	}
 	if err := strictKeys(raw, s, "opts."); err != nil {
 		return err

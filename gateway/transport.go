@@ -81,7 +81,7 @@ type wsTransport struct {
 
 	qmu    sync.Mutex
 	q      []qframe // frames waiting, oldest first
-	queued uint64    // frames queued so far (numbers frames)
+	queued uint64   // frames queued so far (numbers frames)
 	// written counts the frames handed to the kernel, or being handed
 	// (counted before the write, so that a client can never have read a
 	// frame not yet counted); frames are written in the order queued.

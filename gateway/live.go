@@ -1,0 +1,334 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/eventjson"
+)
+
+// Live subscriptions: a SUBSCRIBE without a group follows a topic. The
+// gateway reads each topic once (one [facade.LiveReader.Follow] per topic
+// while anyone follows it) and fans every event out in memory, encoded
+// once. A subscription may first recover what it missed since a stream
+// position, or start from a snapshot of a keyed topic; events published
+// meanwhile wait in its pending list, so nothing is skipped or sent twice.
+
+// LiveOptions are the opts of a live SUBSCRIBE.
+type LiveOptions struct {
+	// Since, when set, recovers the events stored after this position
+	// before the live ones.
+	Since *LivePosition `json:"since,omitempty"`
+	// Snapshot sends the newest event of every key of the (keyed) topic
+	// first, then the events stored after it.
+	Snapshot bool `json:"snapshot,omitempty"`
+}
+
+// LivePosition is a position in a topic's stream: the seq of an event (as
+// every EVENT carries it) or its id.
+type LivePosition struct {
+	Seq uint64 `json:"seq,omitempty"`
+	ID  string `json:"id,omitempty"`
+}
+
+// liveSink is where a live subscription's events go: a WebSocket session
+// or an SSE stream.
+type liveSink interface {
+	// sendLive queues one event; false when the sink cannot take it (too
+	// slow, or gone), which ends the subscription.
+	sendLive(ev *liveEvent) bool
+	// sendReady tells the client that the subscription is live: after the
+	// recovered or snapshot events, before the live ones.
+	sendReady(r liveReady)
+}
+
+// liveReady is what a live SUBSCRIBE's OK says.
+type liveReady struct {
+	// Recovered: the recovery (or snapshot) was complete.
+	Recovered bool
+	// Seq is the position the live events continue after.
+	Seq uint64
+	// First is the oldest position the stream still holds, when the
+	// recovery was not complete.
+	First uint64
+}
+
+// liveEvent is one event as it is fanned out, encoded at most once per
+// form, shared by every subscriber.
+type liveEvent struct {
+	e       *facade.EventRecord
+	wsOnce  sync.Once
+	ws      []byte
+	sseOnce sync.Once
+	sse     []byte
+}
+
+// wsFrame is the event's EVENT frame: {"op":"EVENT","topic":…,"event":{…}}.
+func (ev *liveEvent) wsFrame() []byte {
+	ev.wsOnce.Do(func() { ev.ws = AppendLiveEvent(nil, ev.e) })
+	return ev.ws
+}
+
+// sseFrame is the event as a Server-Sent Event: its position as the id,
+// the event record as the data.
+func (ev *liveEvent) sseFrame() []byte {
+	ev.sseOnce.Do(func() {
+		b := append([]byte("id: "), strconv.FormatUint(ev.e.Seq, 10)...)
+		b = append(b, "\nevent: event\ndata: "...)
+		b = eventjson.Append(b, ev.e)
+		ev.sse = append(b, "\n\n"...)
+	})
+	return ev.sse
+}
+
+// liveTopic is the gateway's one follower of a topic, shared by every live
+// subscription to it.
+type liveTopic struct {
+	gw    *Gateway
+	topic string
+	ready chan struct{} // closed once following started (or failed)
+	err   error
+	fsub  facade.Subscription
+	refs  int // guarded by gw.liveMu
+
+	mu   sync.Mutex
+	subs map[*liveSub]struct{}
+}
+
+// liveSub is one live subscription.
+type liveSub struct {
+	lt   *liveTopic
+	sink liveSink
+
+	mu       sync.Mutex
+	catching bool         // recovering: live events wait in pending
+	pending  []*liveEvent // bounded by Config.LivePending
+	last     uint64       // position of the last event sent
+	dead     bool
+}
+
+// onEvent fans one followed event out. It runs on the follower's
+// goroutine, one event at a time.
+func (lt *liveTopic) onEvent(e *facade.EventRecord) {
+	ev := &liveEvent{e: e}
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	for sub := range lt.subs {
+		sub.offer(ev)
+	}
+	lt.gw.liveFanout.Add(uint64(len(lt.subs)))
+}
+
+// offer sends ev, or keeps it while the subscription recovers.
+func (sub *liveSub) offer(ev *liveEvent) {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	switch {
+	case sub.dead:
+	case sub.catching:
+		if len(sub.pending) >= sub.lt.gw.cfg.LivePending {
+			sub.dead = true // the sink is told by the recovery
+			return
+		}
+		sub.pending = append(sub.pending, ev)
+	case ev.e.Seq > sub.last:
+		sub.last = ev.e.Seq
+		if !sub.sink.sendLive(ev) {
+			sub.dead = true
+			sub.lt.gw.liveDrops.Add(1)
+		}
+	}
+}
+
+// follow starts a live subscription of sink to topic: recovering from
+// opts.Since or starting from a snapshot when asked, then live. It returns
+// once the subscription is live (its OK sent).
+func (g *Gateway) follow(ctx context.Context, topic string, opts LiveOptions, sink liveSink) (*liveSub, error) {
+	lr, ok := g.bus.(facade.LiveReader)
+	if !ok {
+		return nil, ErrUnsupported
+	}
+	lt, err := g.liveTopicOf(ctx, lr, topic)
+	if err != nil {
+		return nil, err
+	}
+	sub := &liveSub{lt: lt, sink: sink, catching: opts.Since != nil || opts.Snapshot}
+	lt.mu.Lock()
+	lt.subs[sub] = struct{}{}
+	lt.mu.Unlock()
+	if !sub.catching {
+		sink.sendReady(liveReady{Recovered: true})
+		return sub, nil
+	}
+	ready, err := g.recover(ctx, lr, sub, opts)
+	if err != nil {
+		g.unfollow(sub)
+		return nil, err
+	}
+	// Send what arrived meanwhile (after what was recovered), then go live.
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if sub.dead {
+		go g.unfollow(sub)
+		return nil, fmt.Errorf("%w: more than %d events were published while the subscription recovered", ErrSlowClient, g.cfg.LivePending)
+	}
+	sink.sendReady(ready)
+	for _, ev := range sub.pending {
+		if ev.e.Seq > sub.last {
+			sub.last = ev.e.Seq
+			if !sink.sendLive(ev) {
+				sub.dead = true
+				break
+			}
+		}
+	}
+	sub.pending, sub.catching = nil, false
+	return sub, nil
+}
+
+// recover sends sub what its topic holds after opts.Since (or a snapshot)
+// and says how complete that was.
+func (g *Gateway) recover(ctx context.Context, lr facade.LiveReader, sub *liveSub, opts LiveOptions) (liveReady, error) {
+	topic := sub.lt.topic
+	var after uint64
+	ready := liveReady{Recovered: true}
+	if opts.Snapshot {
+		ks, ok := g.bus.(facade.KeyScanner)
+		if !ok {
+			return ready, ErrUnsupported
+		}
+		upTo, err := ks.Latest(ctx, topic, func(e *facade.EventRecord) error {
+			return sub.sendRecovered(e)
+		})
+		if err != nil {
+			return ready, err
+		}
+		after = upTo
+	} else {
+		var err error
+		if after, err = g.positionOf(ctx, topic, opts.Since); err != nil {
+			return ready, err
+		}
+	}
+	res, err := lr.ReadAfter(ctx, topic, after, g.cfg.LiveRecoveryLimit, sub.sendRecovered)
+	if err != nil {
+		return ready, err
+	}
+	ready.Seq = max(after, res.Last)
+	sub.mu.Lock()
+	ready.Seq = max(ready.Seq, sub.last)
+	sub.mu.Unlock()
+	if res.More || !res.Complete {
+		// The stream no longer holds all of it, or it is more than a
+		// recovery may send: the client has to start over from a
+		// snapshot or its own store.
+		ready.Recovered, ready.First = false, res.First
+	}
+	if res.More {
+		// Go live from here on: what was not sent is skipped.
+		sub.mu.Lock()
+		sub.last = max(sub.last, res.Last)
+		sub.mu.Unlock()
+	}
+	return ready, nil
+}
+
+// sendRecovered sends one recovered event in order.
+func (sub *liveSub) sendRecovered(e *facade.EventRecord) error {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if sub.dead {
+		return ErrSlowClient
+	}
+	if e.Seq <= sub.last {
+		return nil
+	}
+	sub.last = e.Seq
+	if !sub.sink.sendLive(&liveEvent{e: e}) {
+		sub.dead = true
+		return ErrSlowClient
+	}
+	return nil
+}
+
+// positionOf resolves a SUBSCRIBE's since.
+func (g *Gateway) positionOf(ctx context.Context, topic string, p *LivePosition) (uint64, error) {
+	if p.ID == "" {
+		return p.Seq, nil
+	}
+	r, ok := g.bus.(interface {
+		SeqOfID(ctx context.Context, topic, id string) (uint64, error)
+	})
+	if !ok {
+		return 0, fmt.Errorf("%w: since by id is not supported by this bus; use seq", ErrUnsupported)
+	}
+	return r.SeqOfID(ctx, topic, p.ID)
+}
+
+// liveTopicOf returns the topic's follower, starting it for the first
+// subscriber.
+func (g *Gateway) liveTopicOf(ctx context.Context, lr facade.LiveReader, topic string) (*liveTopic, error) {
+	g.liveMu.Lock()
+	lt := g.live[topic]
+	create := lt == nil
+	if create {
+		lt = &liveTopic{gw: g, topic: topic, ready: make(chan struct{}), subs: make(map[*liveSub]struct{})}
+		g.live[topic] = lt
+	}
+	lt.refs++
+	g.liveMu.Unlock()
+	if create {
+		lt.fsub, lt.err = lr.Follow(ctx, topic, facade.AfterNow, lt.onEvent)
+		close(lt.ready)
+	} else {
+		select {
+		case <-lt.ready:
+		case <-ctx.Done():
+			g.liveUnref(lt)
+			return nil, fmt.Errorf("%w: waiting for the topic's follower: %w", facade.ErrUnavailable, ctx.Err())
+		}
+	}
+	if lt.err != nil {
+		g.liveUnref(lt)
+		return nil, lt.err
+	}
+	return lt, nil
+}
+
+// unfollow ends sub; the last subscriber of a topic stops its follower.
+func (g *Gateway) unfollow(sub *liveSub) {
+	lt := sub.lt
+	lt.mu.Lock()
+	delete(lt.subs, sub)
+	lt.mu.Unlock()
+	sub.mu.Lock()
+	sub.dead, sub.pending = true, nil
+	sub.mu.Unlock()
+	if !g.liveUnref(lt) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.RequestTimeout)
+	defer cancel()
+	if err := lt.fsub.Stop(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		g.log.Warn("stop following", "topic", lt.topic, "err", err)
+	}
+}
+
+// liveUnref drops one reference to lt and reports whether it was the last
+// of a started follower.
+func (g *Gateway) liveUnref(lt *liveTopic) bool {
+	g.liveMu.Lock()
+	defer g.liveMu.Unlock()
+	lt.refs--
+	if lt.refs > 0 {
+		return false
+	}
+	if g.live[lt.topic] == lt {
+		delete(g.live, lt.topic)
+	}
+	return lt.fsub != nil
+}

@@ -1,0 +1,106 @@
+package gateway
+
+import (
+	"fmt"
+
+	"github.com/eventhub/eventhub/facade"
+)
+
+// sessionLive is a session as the sink of one live subscription.
+type sessionLive struct {
+	s    *session
+	corr string // the SUBSCRIBE's, for its OK
+}
+
+func (l *sessionLive) sendLive(ev *liveEvent) bool {
+	s := l.s
+	if s.expired() {
+		return true // the session is ending: nothing is written any more
+	}
+	switch s.t.SendShared(ev.wsFrame()) {
+	case queueFull:
+		s.slow()
+		return false
+	case sendClosing:
+		return false
+	}
+	return true
+}
+
+func (l *sessionLive) sendReady(r liveReady) {
+	f := Frame{Op: OpOK, Corr: l.corr, Seq: r.Seq}
+	if r.Seq != 0 || r.First != 0 || !r.Recovered {
+		f.Recovered = &r.Recovered
+		f.First = r.First
+	}
+	b, err := Encode(&f)
+	if err != nil {
+		return
+	}
+	l.s.send(&b)
+}
+
+// subscribeLive handles a SUBSCRIBE without a group: the topic's events
+// from now on (or since opts.since, or after a snapshot), no acks.
+func (s *session) subscribeLive(f *Frame) error {
+	if err := facade.ValidateTopic(f.Topic); err != nil {
+		return err
+	}
+	if err := s.allow(ActionSubscribe, f.Topic, ""); err != nil {
+		return err
+	}
+	var o LiveOptions
+	if err := decodeOpts(f.Opts, &o); err != nil {
+		return err
+	}
+	if o.Since != nil && o.Snapshot {
+		return errorf(CodeBadRequest, "opts: since and snapshot exclude each other")
+	}
+	s.mu.Lock()
+	_, dup := s.lives[f.Topic]
+	switch {
+	case s.ended:
+		s.mu.Unlock()
+		return facade.ErrClosed
+	case dup:
+		s.mu.Unlock()
+		return errorf(CodeAlreadySubscribed, "already following %s", f.Topic)
+	case len(s.subs)+len(s.lives) >= s.gw.cfg.MaxSubscriptions:
+		s.mu.Unlock()
+		return errorf(CodeBadRequest, "subscription limit (%d) reached", s.gw.cfg.MaxSubscriptions)
+	}
+	s.lives[f.Topic] = nil // starting
+	s.mu.Unlock()
+
+	ctx, cancel := s.reqCtx()
+	defer cancel()
+	ls, err := s.gw.follow(ctx, f.Topic, o, &sessionLive{s: s, corr: f.Corr})
+	s.mu.Lock()
+	if err != nil {
+		delete(s.lives, f.Topic)
+		s.mu.Unlock()
+		return err
+	}
+	if s.ended {
+		s.mu.Unlock()
+		s.gw.unfollow(ls)
+		return nil
+	}
+	s.lives[f.Topic] = ls
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *session) unsubscribeLive(f *Frame) error {
+	s.mu.Lock()
+	ls, ok := s.lives[f.Topic]
+	if !ok || ls == nil {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: not following %s", ErrNotSubscribed, f.Topic)
+	}
+	delete(s.lives, f.Topic)
+	s.mu.Unlock()
+	s.gw.unfollow(ls)
+	s.sendOK(f.Corr)
+	return nil
+}
