@@ -44,6 +44,17 @@ func (ti *TopicInfo) ConsumerName(group string) string {
 	return consumerNameFor(group, ti.Topic, ti.Shared)
 }
 
+// KeyFilter returns the filter subject of the topic's events with key
+// (a non-empty key): the subject the bus publishes them on. It returns
+// false when the stream does not capture the topic's keyed subjects, so
+// that no event of the topic has a key. It is a pure function.
+func (ti *TopicInfo) KeyFilter(key string) (string, bool) {
+	if !ti.Keyed || key == "" {
+		return "", false
+	}
+	return subjectFor(ti.Topic, key), true
+}
+
 // LookupTopic returns where topic is stored, without creating anything. It
 // blocks for at most one or two JetStream API requests (bounded by
 // Config.RequestTimeout when ctx has no deadline). Errors wrap

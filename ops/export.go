@@ -28,6 +28,10 @@ type ExportStats struct {
 	FromSeq, ToSeq uint64
 	// Events and Bytes count the lines written and their bytes.
 	Events, Bytes int64
+	// Scanned counts the events read: Events plus those that a
+	// correlationId or tag filter left out (a key filter is applied by
+	// the server, so its non-matching events are not read at all).
+	Scanned int64
 	// LastSeq is the sequence of the last event written (0: none); a
 	// partial export resumes with from=seq:<LastSeq+1>.
 	LastSeq uint64
@@ -205,13 +209,15 @@ func export(ctx context.Context, bus *jetstream.Bus, q Query, o exportOptions, o
 
 	buf := make([]byte, 0, 2*lineBuffer)
 	sinceFlush := 0
+	filtered := q.filtered()
+	var scanned uint64 // the last sequence read
 	wait := njs.NextMaxWait(stallWait)
 	for {
 		msg, err := it.Next(wait)
 		if errors.Is(err, nats.ErrTimeout) {
 			// Nothing arrived for a while: if the range holds no more
 			// events (deleted under us), it is complete.
-			next, err := firstFrom(ctx, ti, ti.Filters, max(st.LastSeq+1, from))
+			next, err := firstFrom(ctx, ti, ti.Filters, max(scanned+1, from))
 			if errors.Is(err, errNoEvent) || err == nil && next.Sequence > to {
 				break
 			}
@@ -235,11 +241,15 @@ func export(ctx context.Context, bus *jetstream.Bus, q Query, o exportOptions, o
 			break
 		}
 		e := jetstream.DecodeMsg(msg.Subject(), msg.Headers(), msg.Data(), seq, meta.Timestamp)
-		buf = eventjson.Append(buf, e)
-		buf = append(buf, '\n')
-		st.Events++
-		st.LastSeq = seq
-		sinceFlush++
+		st.Scanned++
+		scanned = seq
+		if !filtered || q.match(e) {
+			buf = eventjson.Append(buf, e)
+			buf = append(buf, '\n')
+			st.Events++
+			st.LastSeq = seq
+			sinceFlush++
+		}
 		if seq >= to || (q.Limit > 0 && st.Events >= q.Limit) || meta.NumPending == 0 {
 			break
 		}
@@ -317,6 +327,15 @@ func resolveRange(ctx context.Context, bus *jetstream.Bus, q Query) (ti *jetstre
 		return nil, 0, 0, 0, fmt.Errorf("%w: stream %s: %w", facade.ErrUnavailable, ti.StreamName, err)
 	}
 	last := info.State.LastSeq
+	if q.Key != "" {
+		// The key is in the subject: let the server pick the key's
+		// messages. A stream without keyed subjects has no keyed events.
+		subj, ok := ti.KeyFilter(q.Key)
+		if !ok {
+			return ti, 1, 0, avgSize, nil
+		}
+		ti.Filters = []string{subj}
+	}
 	if info.State.Msgs > 0 {
 		avgSize = info.State.Bytes / info.State.Msgs
 	}
@@ -440,7 +459,7 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	st, err := export(r.Context(), h.bus, q, o, out)
 	log := h.log.With("topic", q.Topic, "from_seq", st.FromSeq, "to_seq", st.ToSeq,
-		"events", st.Events, "bytes", st.Bytes, "last_seq", st.LastSeq, "duration", time.Since(start))
+		"events", st.Events, "scanned", st.Scanned, "bytes", st.Bytes, "last_seq", st.LastSeq, "duration", time.Since(start))
 	switch {
 	case err == nil:
 		log.Debug("replay done")

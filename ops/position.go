@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +45,9 @@ type Position struct {
 	Time time.Time
 	ID   string
 }
+
+// maxFilterLen bounds the correlationId and tag filters of a [Query].
+const maxFilterLen = 1024
 
 // maxBareSeq is the largest sequence accepted without the "seq:" prefix:
 // larger bare numbers look like epoch milliseconds, which must be written
@@ -189,12 +193,44 @@ type Query struct {
 	// neither overlap nor miss an event. PosNone: the stream's last event
 	// as of the start of the replay. A replay never goes past that event.
 	To Position
-	// Limit stops after this many events (0: no limit).
+	// Limit stops after this many events (0: no limit). With filters it
+	// counts the events that match.
 	Limit int64
+	// Key, when not empty, keeps only the events with this key. The key is
+	// part of the subject, so JetStream filters by it: only the key's own
+	// messages are read.
+	Key string
+	// CorrelationID, when not empty, keeps only the events whose header
+	// "correlationId" ([HeaderCorrelationID]) is this value. There is no
+	// index of headers: every event of the range is read and tested.
+	CorrelationID string
+	// Tag, when not empty, keeps only the events that carry this tag. Like
+	// CorrelationID, it is tested on every event of the range.
+	Tag string
 }
 
-// ParseQuery reads a Query from URL query parameters topic, from, to and
-// limit. Errors wrap [ErrBadRequest] or [facade.ErrBadTopic].
+// HeaderCorrelationID is the event header that [Query.CorrelationID]
+// filters on (exact name and value).
+const HeaderCorrelationID = "correlationId"
+
+// filtered reports whether q has filters that are tested on each event
+// (rather than by the consumer's subject).
+func (q Query) filtered() bool { return q.CorrelationID != "" || q.Tag != "" }
+
+// match reports whether e passes q's per-event filters.
+func (q Query) match(e *facade.EventRecord) bool {
+	if q.CorrelationID != "" && e.Headers[HeaderCorrelationID] != q.CorrelationID {
+		return false
+	}
+	if q.Tag != "" && !slices.Contains(e.Tags, q.Tag) {
+		return false
+	}
+	return true
+}
+
+// ParseQuery reads a Query from URL query parameters topic, from, to,
+// limit, key, correlationId and tag. Errors wrap [ErrBadRequest],
+// [facade.ErrBadTopic] or [facade.ErrBadKey].
 func ParseQuery(v url.Values) (Query, error) {
 	var q Query
 	q.Topic = v.Get("topic")
@@ -217,6 +253,28 @@ func ParseQuery(v url.Values) (Query, error) {
 			return q, fmt.Errorf("%w: limit %q: want a number >= 0", ErrBadRequest, s)
 		}
 		q.Limit = n
+	}
+	if v.Has("key") {
+		q.Key = v.Get("key")
+		if q.Key == "" {
+			return q, fmt.Errorf("%w: key: empty (omit it for every key)", ErrBadRequest)
+		}
+		if err := facade.ValidateKey(q.Key); err != nil {
+			return q, err
+		}
+	}
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"correlationId", &q.CorrelationID}, {"tag", &q.Tag}} {
+		if !v.Has(f.name) {
+			continue
+		}
+		s := v.Get(f.name)
+		if s == "" || len(s) > maxFilterLen {
+			return q, fmt.Errorf("%w: %s: want 1 to %d bytes", ErrBadRequest, f.name, maxFilterLen)
+		}
+		*f.dst = s
 	}
 	return q, nil
 }

@@ -244,7 +244,7 @@ func TestExportFile(t *testing.T) {
 	if !slices.Equal(seqsOf(got), seqRange(2, 6)) {
 		t.Fatalf("exported %v", seqsOf(got))
 	}
-	want := ops.ExportStats{FromSeq: 2, ToSeq: 10, Events: 5, Bytes: int64(len(body)), LastSeq: 6}
+	want := ops.ExportStats{FromSeq: 2, ToSeq: 10, Events: 5, Scanned: 5, Bytes: int64(len(body)), LastSeq: 6}
 	if st != want {
 		t.Fatalf("stats %+v, want %+v", st, want)
 	}

@@ -44,7 +44,8 @@
 // UPDATE ... RETURNING statement, and SQLite runs one writer at a time, so
 // claims serialise; open it with a busy timeout and WAL ([SQLiteDSN]).
 //
-// MongoDB, the store of the specification's sketches, is not provided.
+// MongoDB: package outbox/mongo is a store on a MongoDB collection that the
+// same [Drainer] drains (any [Backend] does); see its documentation.
 //
 // # Statuses and retries
 //

@@ -213,7 +213,7 @@ type counters struct {
 //
 // Its methods are safe for concurrent use.
 type Drainer struct {
-	store *Store
+	store Backend
 	pub   facade.Publisher
 	async facade.AsyncPublisher
 	cfg   Config
@@ -231,11 +231,39 @@ type Drainer struct {
 	c counters
 }
 
+// Backend is what a [Drainer] needs of an outbox store: [*Store] (SQL) and
+// the MongoDB store of package outbox/mongo implement it. Each method
+// blocks and is safe for concurrent use; see the methods of [Store] for
+// their contracts (claims are leases fenced by worker and attempt).
+type Backend interface {
+	Claim(ctx context.Context, worker string, n int, lease time.Duration) ([]*Entry, error)
+	MarkSent(ctx context.Context, entries ...*Entry) (int64, error)
+	Release(ctx context.Context, opts ReleaseOptions, entries ...*Entry) (int64, error)
+	MarkError(ctx context.Context, e *Entry, reason string) error
+	RequeueExpired(ctx context.Context, maxAttempts int) (requeued, parked int64, err error)
+	DeleteSent(ctx context.Context, olderThan time.Duration, limit int) (int64, error)
+	// Table names the store in logs (a table or a collection).
+	Table() string
+}
+
+var _ Backend = (*Store)(nil)
+
+// isNil reports whether b is nil or a typed nil pointer.
+func isNil(b Backend) bool {
+	if b == nil {
+		return true
+	}
+	if s, ok := b.(*Store); ok && s == nil {
+		return true
+	}
+	return false
+}
+
 // NewDrainer returns a drainer of store publishing through pub. It does no
 // I/O; [Drainer.Run] drains. The drainer closes neither store nor pub.
 // Errors wrap [ErrInvalidConfig].
-func NewDrainer(store *Store, pub facade.Publisher, cfg Config) (*Drainer, error) {
-	if store == nil || pub == nil {
+func NewDrainer(store Backend, pub facade.Publisher, cfg Config) (*Drainer, error) {
+	if isNil(store) || pub == nil {
 		return nil, fmt.Errorf("%w: NewDrainer needs a store and a publisher", ErrInvalidConfig)
 	}
 	if err := cfg.Validate(); err != nil {

@@ -21,7 +21,7 @@ func export(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs := flag.NewFlagSet("eventhub export", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	f := newFlags(fs, getenv)
-	var natsURL, token, user, password, creds, dataDir, topic, from, to, out string
+	var natsURL, token, user, password, creds, dataDir, topic, from, to, out, key, corr, tag string
 	var limit int
 	f.str(&natsURL, "nats-url", "NATS_URL", "nats://127.0.0.1:4222", "NATS server of the hub (the embedded one listens on 127.0.0.1:4222)")
 	f.str(&token, "nats-token", "NATS_TOKEN", "", "token for the NATS server (with hub auth on: the static WS_TOKEN)")
@@ -33,6 +33,9 @@ func export(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs.StringVar(&from, "from", "", "first position, inclusive: earliest, latest, seq:N, ts:RFC3339 or ts:<ms>, id:<uuid> (default: earliest)")
 	fs.StringVar(&to, "to", "", "last position: earliest, latest, or inclusive for seq and id, exclusive for ts (default: latest, the last event now)")
 	fs.IntVar(&limit, "limit", 0, "at most this many events (0: no limit)")
+	fs.StringVar(&key, "key", "", "only the events with this key (read through the key's subject: no scan)")
+	fs.StringVar(&corr, "correlation-id", "", "only the events whose header correlationId is this (scans the range)")
+	fs.StringVar(&tag, "tag", "", "only the events with this tag (scans the range)")
 	fs.StringVar(&out, "out", "-", "output file, or - for stdout")
 	if err := f.parse(args); err != nil {
 		return err
@@ -46,6 +49,11 @@ func export(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	if limit > 0 {
 		v.Set("limit", strconv.Itoa(limit))
+	}
+	for name, val := range map[string]string{"key": key, "correlationId": corr, "tag": tag} {
+		if val != "" {
+			v.Set(name, val)
+		}
 	}
 	q, err := ops.ParseQuery(v)
 	if err != nil {
@@ -80,6 +88,10 @@ func export(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
+	}
+	if q.CorrelationID != "" || q.Tag != "" {
+		fmt.Fprintf(stderr, "exported %d of %d events read (%d bytes), seq %d..%d\n", st.Events, st.Scanned, st.Bytes, st.FromSeq, st.LastSeq)
+		return nil
 	}
 	fmt.Fprintf(stderr, "exported %d events (%d bytes), seq %d..%d\n", st.Events, st.Bytes, st.FromSeq, st.LastSeq)
 	return nil

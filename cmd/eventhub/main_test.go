@@ -158,7 +158,8 @@ func TestExportFromStoppedHubDataDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		if _, err := h.Bus.Publish(t.Context(), "exp.t", []byte(fmt.Sprintf(`{"n":%d}`, i)), facade.PublishOptions{}); err != nil {
+		o := facade.PublishOptions{Headers: map[string]string{"correlationId": fmt.Sprintf("c%d", i%2)}}
+		if _, err := h.Bus.Publish(t.Context(), "exp.t", []byte(fmt.Sprintf(`{"n":%d}`, i)), o); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -191,5 +192,18 @@ func TestExportFromStoppedHubDataDir(t *testing.T) {
 	}
 	if all := strings.Split(strings.TrimSpace(out.String()), "\n"); len(all) < 4 {
 		t.Fatalf("earliest..latest exported %d lines", len(all))
+	}
+	// By correlation id: the events of one request, found by a scan.
+	out.Reset()
+	errOut.Reset()
+	if err := run(t.Context(), []string{"export", "-data-dir", dir, "-topic", "exp.t", "-correlation-id", "c1"}, env(nil), &out, &errOut); err != nil {
+		t.Fatalf("-correlation-id: %v\n%s", err, errOut.String())
+	}
+	got := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(got) != 2 || !strings.Contains(got[0], `{"n":1}`) || !strings.Contains(got[1], `{"n":3}`) {
+		t.Fatalf("-correlation-id c1 exported:\n%s", out.String())
+	}
+	if !strings.Contains(errOut.String(), "exported 2 of 5 events read") {
+		t.Fatalf("summary: %s", errOut.String())
 	}
 }

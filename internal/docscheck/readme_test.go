@@ -15,14 +15,18 @@ import (
 
 // imports the README's examples may use, by the name they use.
 var imports = map[string]string{
-	"context":   "context",
-	"json":      "encoding/json",
-	"log":       "log",
-	"time":      "time",
-	"facade":    "github.com/eventhub/eventhub/facade",
-	"jetstream": "github.com/eventhub/eventhub/jetstream",
-	"outbox":    "github.com/eventhub/eventhub/outbox",
-	"client":    "github.com/eventhub/eventhub/client",
+	"context":    "context",
+	"json":       "encoding/json",
+	"log":        "log",
+	"time":       "time",
+	"facade":     "github.com/eventhub/eventhub/facade",
+	"jetstream":  "github.com/eventhub/eventhub/jetstream",
+	"outbox":     "github.com/eventhub/eventhub/outbox",
+	"client":     "github.com/eventhub/eventhub/client",
+	"sql":        "database/sql",
+	"idempotent": "github.com/eventhub/eventhub/idempotent",
+	"mongo":      "github.com/eventhub/eventhub/outbox/mongo",
+	"mdb":        "go.mongodb.org/mongo-driver/v2/mongo",
 }
 
 var goBlock = regexp.MustCompile("(?s)```go\n(.*?)```")
@@ -55,7 +59,7 @@ func TestREADMEGoExamplesCompile(t *testing.T) {
 	var src strings.Builder
 	src.WriteString("package main\n\nimport (\n")
 	for name := range used {
-		fmt.Fprintf(&src, "\t%q\n", imports[name])
+		fmt.Fprintf(&src, "\t%s %q\n", name, imports[name])
 	}
 	src.WriteString(")\n\nfunc main() {}\n\n")
 	src.WriteString(body.String())
