@@ -18,7 +18,7 @@ type SessionInfo struct {
 	// Remote is the client's address as the server saw it.
 	Remote string `json:"remote"`
 	// StartedMs is when the connection was accepted (epoch ms).
-	StartedMs     int64                `json:"startedMs"`
+	StartedMs     int64               `json:"startedMs"`
 	Subscriptions []SubscriptionStats `json:"subscriptions"`
 	// InFlight counts the session's events delivered and not yet settled;
 	// Queue the frames waiting to be written to the client.
