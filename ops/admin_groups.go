@@ -150,8 +150,9 @@ func (h *Handler) deadLetterCounts(ctx context.Context, topic string) (map[strin
 	if err != nil {
 		return nil, false, err
 	}
-	_, end, err := h.scan(ctx, ti.Stream, ti.Filters, 1, maxScan, true, func(msg njs.Msg, _ *njs.MsgMetadata) bool {
-		counts[msg.Headers().Get("dlq_group")]++
+	_, end, err := h.scan(ctx, ti.Stream, ti.Filters, 1, maxScan, true, func(msg njs.Msg, meta *njs.MsgMetadata) bool {
+		e := jetstream.DecodeMsg(msg.Subject(), msg.Headers(), nil, meta.Sequence.Stream, meta.Timestamp)
+		counts[e.Headers["dlq_group"]]++
 		return true
 	})
 	if err != nil {
