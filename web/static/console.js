@@ -205,7 +205,6 @@ function groupActions(g) {
 async function refreshGroups(now) {
   const body = await api("GET", "/admin/groups");
   const tbody = $("groups").tBodies[0];
-  // Keep rows whose seek field has focus, so typing is not lost.
   const rows = body.groups.map((g) => {
     const pts = sample(`lag:${g.topic}/${g.group}`, g.lag, now);
     return el("tr", { "data-topic": g.topic, "data-group": g.group, "data-paused": String(!!g.paused) },
@@ -214,8 +213,9 @@ async function refreshGroups(now) {
       el("td", { class: "num dead" }, g.deadLettered + (g.deadLetteredAtLeast ? "+" : "")),
       el("td", { class: "paused" }, g.paused ? "paused" : "running"), groupActions(g));
   });
-  const focused = document.activeElement && tbody.contains(document.activeElement);
-  if (!focused) tbody.replaceChildren(...rows);
+  // While a seek field has focus the rows stay, so typing is not lost.
+  const a = document.activeElement;
+  if (!(a && a.tagName === "INPUT" && tbody.contains(a))) tbody.replaceChildren(...rows);
 }
 
 async function refreshSessions() {
