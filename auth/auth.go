@@ -153,3 +153,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Identi
 	}
 	return &Identity{Subject: claims.Subject, Policy: p, Expires: claims.ValidUntil, Scopes: claims.Scopes}, nil
 }
+
+// Name returns the identity's subject, for listings such as the gateway's
+// sessions and the admin API's audit log.
+func (id *Identity) Name() string { return id.Subject }

@@ -40,6 +40,7 @@ const (
 	CloseSlowClient   = 4001 // outbound queue full or write timed out
 	CloseIdle         = 4002 // nothing received within IdleTimeout
 	CloseAuthTimeout  = 4003 // no AUTH within AuthTimeout
+	CloseDisconnected = 4004 // an operator disconnected the session
 	CloseBadToken     = 4500 // AUTH refused
 	CloseTokenExpired = 4501 // the principal's credentials expired
 )
@@ -95,6 +96,7 @@ const (
 	CodeSlowClient        = "slow_client"
 	CodeIdle              = "idle_timeout"
 	CodeGoingAway         = "going_away"
+	CodeDisconnected      = "disconnected"
 )
 
 // Codes is the table of every error code. docs/protocol.md renders it
@@ -131,6 +133,7 @@ var Codes = []CodeInfo{
 	{CodeServerError, "The session hit an internal fault and was ended; its in-flight events were handed back.", CloseServerError, true, 0},
 	{CodeSlowClient, "The client did not read fast enough: its outbound queue filled up or a write timed out.", CloseSlowClient, false, 0},
 	{CodeIdle, "Nothing, not even a pong, was received within IdleTimeout.", CloseIdle, false, 0},
+	{CodeDisconnected, "An operator disconnected the session (admin API); in-flight events were handed back.", CloseDisconnected, false, 0},
 	{CodeGoingAway, "The gateway is shutting down; in-flight events were handed back.", CloseGoingAway, false, 0},
 }
 

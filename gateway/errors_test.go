@@ -362,6 +362,17 @@ func TestErrorCodes(t *testing.T) {
 			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"huge.t","payload":1}`, CodeStorageFull, false)
 			stillOpen(t, c)
 		}},
+		{CodeDisconnected, "an operator disconnects the session", func(t *testing.T) {
+			g := newGateway(t, bus, Config{})
+			c := dialAuth(t, g.url, "")
+			list := g.Sessions()
+			if len(list) != 1 || !g.Disconnect(list[0].ID) {
+				t.Fatalf("sessions %+v", list)
+			}
+			if got := c.waitClose(5 * time.Second); got != CloseDisconnected {
+				t.Fatalf("close %d", got)
+			}
+		}},
 		{CodeGoingAway, "shutdown", func(t *testing.T) {
 			g := newGateway(t, bus, Config{})
 			c := dialAuth(t, g.url, "")

@@ -118,6 +118,7 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 	log := g.log.With("session", id, "remote", r.RemoteAddr)
 	t := newWSTransport(ws, bc, g.cfg.OutboundQueue, g.cfg.WriteTimeout, g.cfg.PingInterval, log)
 	s := newSession(g, t, log)
+	s.meta.id, s.meta.remote, s.meta.started = id, r.RemoteAddr, time.Now()
 
 	g.mu.Lock()
 	if g.closed {

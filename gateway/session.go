@@ -23,6 +23,7 @@ type session struct {
 	log    *slog.Logger
 	ctx    context.Context // cancelled when the session ends
 	cancel context.CancelFunc
+	meta   sessionMeta // what the admin API lists (sessions.go)
 
 	// Reader goroutine only.
 	principal Principal
@@ -253,6 +254,7 @@ func (s *session) auth(f *Frame) error {
 		return nil
 	}
 	s.principal = p
+	s.meta.setPrincipal(p)
 	s.authed.Store(true)
 	s.mu.Lock()
 	s.authTimer.Stop()

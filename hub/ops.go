@@ -45,6 +45,29 @@ func (h *Hub) opsHandler() (http.Handler, error) {
 			return nil
 		}
 	}
+	if h.gateway != nil {
+		oc.Sessions = h.gateway
+	}
+	if h.Auth.Configured() {
+		// The admin API needs the admin scope (or the static token).
+		oc.AuthorizeAdmin = func(r *http.Request) (string, error) {
+			tok, ok := bearer(r)
+			if !ok {
+				h.Metrics.AuthFailure("ops", "no_token")
+				return "", errors.New("a bearer token is required")
+			}
+			id, err := h.Auth.Authenticate(r.Context(), tok)
+			if err != nil {
+				h.Metrics.AuthFailure("ops", "bad_token")
+				return "", err
+			}
+			if !id.HasScope(auth.ScopeAdmin) {
+				h.Metrics.AuthFailure("ops", "forbidden")
+				return id.Name(), fmt.Errorf("%w: the admin API needs a token with the %s scope", ops.ErrForbidden, auth.ScopeAdmin)
+			}
+			return id.Name(), nil
+		}
+	}
 	oh, err := ops.New(oc)
 	if err != nil {
 		return nil, err

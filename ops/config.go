@@ -35,6 +35,16 @@ type Config struct {
 	// "WWW-Authenticate: Bearer". Nil means no authentication: listen on
 	// loopback only.
 	Authorize func(r *http.Request) error
+	// AuthorizeAdmin, when set, is called for every request to the admin
+	// API (/admin/...) and returns the principal the audit log names; an
+	// error refuses the request (403 when it wraps ErrForbidden, else
+	// 401). Nil: with Authorize nil too, the admin API answers everyone
+	// as "anonymous" (listen on loopback only); with Authorize set, every
+	// admin request is refused with 403.
+	AuthorizeAdmin func(r *http.Request) (principal string, err error)
+	// Sessions lists and disconnects WebSocket sessions for the admin
+	// API (the hub's gateway); nil lists none.
+	Sessions SessionDirectory
 	// AuthorizeProbes makes /healthz and /readyz go through Authorize too.
 	AuthorizeProbes bool
 	// RequestTimeout bounds the JetStream requests of one call to the

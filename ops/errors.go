@@ -48,6 +48,8 @@ func statusOf(code string) int {
 		return http.StatusForbidden
 	case CodeTooManyRequests:
 		return http.StatusTooManyRequests
+	case "not_own_stream":
+		return http.StatusConflict
 	case CodeUnavailable, "closed":
 		return http.StatusServiceUnavailable
 	}

@@ -82,6 +82,10 @@ func (h *Handler) Register(mux *http.ServeMux) {
 			mux.Handle(pattern, fn)
 		}
 	}
+	admin := h.adminHandlers()
+	for _, pattern := range adminRoutes {
+		mux.Handle(pattern, h.admin(admin[pattern]))
+	}
 }
 
 // authorized runs Config.Authorize before next. A malformed topic or group

@@ -75,6 +75,16 @@ func newStack(t testing.TB, token string) *stack {
 			return nil
 		}
 	}
+	opsCfg.Sessions = sessionsOf{st}
+	if token != "" {
+		opsCfg.AuthorizeAdmin = func(r *http.Request) (string, error) {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+				return "", errors.New("bad or missing bearer token")
+			}
+			return "static-token", nil
+		}
+	}
 	opsH, err := ops.New(opsCfg)
 	if err != nil {
 		t.Fatalf("ops: %v", err)
@@ -121,6 +131,12 @@ func (st *stack) newGateway(t testing.TB) *gateway.Gateway {
 	}
 	return g
 }
+
+// sessionsOf lists the sessions of the stack's current gateway.
+type sessionsOf struct{ st *stack }
+
+func (s sessionsOf) Sessions() []gateway.SessionInfo { return s.st.gw.Load().Sessions() }
+func (s sessionsOf) Disconnect(id uint64) bool       { return s.st.gw.Load().Disconnect(id) }
 
 // gatewayHandler routes to the current gateway (see restartGateway).
 func (st *stack) gatewayHandler() http.Handler {

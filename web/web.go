@@ -81,7 +81,8 @@ func opsOrigin(base string) (string, error) {
 	return u.Scheme + "://" + u.Host, nil
 }
 
-// Site serves the embedded files: "/" (the dashboard), "/client.js",
+// Site serves the embedded files: "/" (the dashboard), "/console" (the
+// operator console on the admin API), "/console.js", "/client.js",
 // "/client.d.ts", "/dashboard.js", "/style.css" and "/favicon.svg", for GET
 // and HEAD. Every answer carries the Content-Security-Policy of
 // [Site.ContentSecurityPolicy], "X-Content-Type-Options: nosniff" and
@@ -140,8 +141,12 @@ func New(cfg Config) (*Site, error) {
 		}
 		name := strings.TrimPrefix(p, "static/")
 		route := "/" + name
-		if name == "index.html" {
+		switch name {
+		case "index.html":
 			route = "/"
+			body = renderIndex(body, cfg)
+		case "console.html":
+			route = "/console"
 			body = renderIndex(body, cfg)
 		}
 		ctype, ok := contentTypes[path.Ext(name)]

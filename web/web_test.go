@@ -151,8 +151,11 @@ func TestHandlerServesEveryFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		path := "/" + name
-		if name == "index.html" {
+		switch name {
+		case "index.html":
 			path = "/"
+		case "console.html":
+			path = "/console"
 		}
 		res := get(t, h, "GET", path, nil)
 		got, _ := io.ReadAll(res.Body)
@@ -160,7 +163,7 @@ func TestHandlerServesEveryFile(t *testing.T) {
 			t.Errorf("%s: status %d", path, res.StatusCode)
 			continue
 		}
-		if name == "index.html" {
+		if name == "index.html" || name == "console.html" {
 			if strings.Contains(string(got), "{{") {
 				t.Errorf("%s: unfilled template action", path)
 			}

@@ -1,0 +1,110 @@
+package jetstream
+
+// Topic administration for the admin API (package ops): declaring a topic
+// with its own retention and compaction, and deleting it.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventhub/eventhub/facade"
+)
+
+// ErrNotOwnStream is returned when a topic's stream is shared with other
+// topics (a family stream) or was made outside the hub, and an operation
+// would change or delete what other topics hold. Its code is
+// "not_own_stream".
+var ErrNotOwnStream = &facade.Error{Code: "not_own_stream", Msg: "the topic's stream is not the hub's own stream of this topic"}
+
+// DeclareTopic creates the stream of topic tc.Pattern (a topic, not a
+// pattern) with tc's retention, size limit, duplicate window, compaction,
+// storage and replicas, or, when the hub's own stream of the topic exists,
+// sets its retention, size limit, duplicate window and compaction to tc's
+// (storage and replicas of an existing stream stay as they are). It
+// returns the stream's name and whether it was created. A stream that
+// captures the topic but is shared or made outside the hub is left alone:
+// [ErrNotOwnStream]. Making a stream compacted drops all but the newest
+// event of every key. It blocks on JetStream API calls.
+func (b *Bus) DeclareTopic(ctx context.Context, tc TopicConfig) (name string, created bool, err error) {
+	topic := tc.Pattern
+	if strings.ContainsAny(topic, "*>") {
+		return "", false, fmt.Errorf("%w: %q is a pattern; declare a topic family in the configuration", facade.ErrBadTopic, topic)
+	}
+	if err := facade.ValidateTopic(topic); err != nil {
+		return "", false, err
+	}
+	if tc.Stream != "" {
+		return "", false, fmt.Errorf("%w: a declared topic gets its own stream; family streams are configured", ErrNotOwnStream)
+	}
+	ctx, cancel := b.withTimeout(ctx)
+	defer cancel()
+	want := b.cfg.streamConfig(topic, tc)
+	b.forgetTopic(topic) // look the stream up afresh
+	ti, err := b.existingTopic(ctx, topic)
+	if errors.Is(err, facade.ErrNotFound) {
+		s, err := b.js.CreateStream(ctx, want)
+		if err != nil {
+			return "", false, fmt.Errorf("create stream %s for %s: %w", want.Name, topic, translate(err))
+		}
+		b.forgetTopic(topic)
+		b.log.Info("stream declared", "stream", want.Name, "topic", topic, "max_age", want.MaxAge,
+			"max_bytes", want.MaxBytes, "compaction", tc.Compaction)
+		return s.CachedInfo().Config.Name, true, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if ti.shared || ti.name != streamNameFor(topic) {
+		return ti.name, false, fmt.Errorf("%w: topic %s is held by stream %s; change it with: nats stream edit %s", ErrNotOwnStream, topic, ti.name, ti.name)
+	}
+	info, err := ti.stream.Info(ctx)
+	if err != nil {
+		return "", false, fmt.Errorf("%w: stream %s: %w", facade.ErrUnavailable, ti.name, err)
+	}
+	sc := info.Config
+	sc.MaxAge, sc.MaxBytes, sc.MaxMsgsPerSubject, sc.Duplicates = want.MaxAge, want.MaxBytes, want.MaxMsgsPerSubject, want.Duplicates
+	if _, err := b.js.UpdateStream(ctx, sc); err != nil {
+		return "", false, fmt.Errorf("update stream %s of %s: %w", ti.name, topic, translate(err))
+	}
+	b.forgetTopic(topic)
+	b.log.Info("stream updated", "stream", ti.name, "topic", topic, "max_age", sc.MaxAge,
+		"max_bytes", sc.MaxBytes, "compaction", tc.Compaction)
+	return ti.name, false, nil
+}
+
+// DeleteTopic deletes the hub's own stream of topic with every event and
+// every group on it. A stream shared with other topics or made outside the
+// hub is not deleted ([ErrNotOwnStream]); [facade.ErrNotFound] when no
+// stream captures the topic. A later publish or subscribe creates the topic
+// again. It blocks on JetStream API calls.
+func (b *Bus) DeleteTopic(ctx context.Context, topic string) error {
+	ctx, cancel := b.withTimeout(ctx)
+	defer cancel()
+	b.forgetTopic(topic) // look the stream up afresh
+	ti, err := b.existingTopic(ctx, topic)
+	if err != nil {
+		return err
+	}
+	if ti.shared || ti.name != streamNameFor(topic) {
+		return fmt.Errorf("%w: topic %s is held by stream %s, which may hold other topics; purge the topic instead, or delete the stream with: nats stream rm %s",
+			ErrNotOwnStream, topic, ti.name, ti.name)
+	}
+	err = b.js.DeleteStream(ctx, ti.name)
+	b.forgetTopic(topic)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("%w: topic %s does not exist", facade.ErrNotFound, topic)
+	}
+	if err != nil {
+		return fmt.Errorf("delete stream %s of %s: %w", ti.name, topic, translate(err))
+	}
+	b.log.Warn("stream deleted", "stream", ti.name, "topic", topic)
+	return nil
+}
+
+// SubjectOfKey returns the subject that holds the events of key on topic
+// (what a purge by key removes).
+func SubjectOfKey(topic, key string) string { return subjectFor(topic, key) }

@@ -1,0 +1,273 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/gateway"
+	"github.com/eventhub/eventhub/jetstream"
+)
+
+// SessionDirectory lists the WebSocket sessions of a gateway and
+// disconnects one; *gateway.Gateway implements it.
+type SessionDirectory interface {
+	Sessions() []gateway.SessionInfo
+	Disconnect(id uint64) bool
+}
+
+// Routes of the admin API (docs/ops.md, "Admin API"), as ServeMux
+// patterns. Each answers JSON and takes its arguments from the query
+// string.
+var adminRoutes = []string{
+	"GET /admin/groups", "POST /admin/groups/seek", "POST /admin/groups/pause",
+	"POST /admin/groups/resume", "DELETE /admin/groups",
+	"GET /admin/topics", "POST /admin/topics", "POST /admin/topics/purge", "DELETE /admin/topics",
+	"GET /admin/deadletters", "POST /admin/deadletters/redrive", "POST /admin/deadletters/discard",
+	"GET /admin/events", "GET /admin/events/browse",
+	"GET /admin/sessions", "POST /admin/sessions/disconnect",
+}
+
+// Bounds of the admin API's pages and batch actions.
+const (
+	defaultPage = 50
+	maxPage     = 500
+	// maxScan bounds the messages one browse or dead-letter request reads
+	// (a filter that matches rarely gets a page with fewer events and a
+	// next position to go on from).
+	maxScan = 10_000
+	// maxBatch bounds the dead letters one redrive or discard handles;
+	// the answer says where to go on.
+	maxBatchAction = 1000
+)
+
+type adminFunc func(w http.ResponseWriter, r *http.Request, principal string)
+
+func (h *Handler) adminHandlers() map[string]adminFunc {
+	return map[string]adminFunc{
+		"GET /admin/groups":               h.adminGroups,
+		"POST /admin/groups/seek":         h.adminSeek,
+		"POST /admin/groups/pause":        h.adminPause,
+		"POST /admin/groups/resume":       h.adminResume,
+		"DELETE /admin/groups":            h.adminDeleteGroup,
+		"GET /admin/topics":               h.adminDescribeTopic,
+		"POST /admin/topics":              h.adminDeclareTopic,
+		"POST /admin/topics/purge":        h.adminPurge,
+		"DELETE /admin/topics":            h.adminDeleteTopic,
+		"GET /admin/deadletters":          h.adminDeadLetters,
+		"POST /admin/deadletters/redrive": h.adminRedrive,
+		"POST /admin/deadletters/discard": h.adminDiscard,
+		"GET /admin/events":               h.adminEvent,
+		"GET /admin/events/browse":        h.adminBrowse,
+		"GET /admin/sessions":             h.adminSessions,
+		"POST /admin/sessions/disconnect": h.adminDisconnect,
+	}
+}
+
+// statusWriter records the status an admin handler answered, for the
+// audit log.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// admin authorizes an admin request (Config.AuthorizeAdmin), validates its
+// topic and group, runs it, and writes one audit record: who, what, with
+// which arguments, and the answer's status.
+func (h *Handler) admin(fn adminFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		principal, err := h.adminPrincipal(r)
+		if err == nil {
+			err = validNames(r)
+		}
+		if err != nil {
+			h.writeError(sw, r, err)
+		} else {
+			fn(sw, r, principal)
+		}
+		status := cmpStatus(sw.status)
+		attrs := []any{"principal", principal, "method", r.Method, "path", r.URL.Path,
+			"query", r.URL.RawQuery, "status", status, "remote", r.RemoteAddr}
+		switch {
+		case status == http.StatusUnauthorized || status == http.StatusForbidden:
+			h.log.Warn("admin call refused", attrs...)
+		default:
+			h.log.Info("admin call", attrs...)
+		}
+	})
+}
+
+func cmpStatus(s int) int {
+	if s == 0 {
+		return http.StatusOK
+	}
+	return s
+}
+
+// adminPrincipal returns who makes an admin request, or why it is refused.
+func (h *Handler) adminPrincipal(r *http.Request) (string, error) {
+	switch {
+	case h.cfg.AuthorizeAdmin != nil:
+		p, err := h.cfg.AuthorizeAdmin(r)
+		if err != nil {
+			if !errors.Is(err, ErrForbidden) {
+				err = fmt.Errorf("%w: %w", ErrUnauthorized, err)
+			}
+			return p, err
+		}
+		return p, nil
+	case h.cfg.Authorize != nil:
+		return "", fmt.Errorf("%w: the admin API is not enabled on this handler (no Config.AuthorizeAdmin)", ErrForbidden)
+	}
+	return "anonymous", nil
+}
+
+// validNames refuses a malformed topic or group before anything else.
+func validNames(r *http.Request) error {
+	q := r.URL.Query()
+	if q.Has("topic") {
+		if err := facade.ValidateTopic(q.Get("topic")); err != nil {
+			return err
+		}
+	}
+	if q.Has("group") {
+		if err := facade.ValidateGroup(q.Get("group")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// intParam reads an optional integer parameter in [lo, hi], def when absent.
+func intParam(r *http.Request, name string, def, lo, hi int64) (int64, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, fmt.Errorf("%w: %s %q: want a number from %d to %d", ErrBadRequest, name, s, lo, hi)
+	}
+	return n, nil
+}
+
+// uintParam reads an optional stream sequence (>= 1); 0 when absent.
+func seqParam(r *http.Request, name string) (uint64, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("%w: %s %q: want a stream sequence (a number >= 1)", ErrBadRequest, name, s)
+	}
+	return n, nil
+}
+
+func boolParam(r *http.Request, name string) (bool, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, fmt.Errorf("%w: %s %q: want true or false", ErrBadRequest, name, s)
+	}
+	return b, nil
+}
+
+// topicGroup resolves the topic and group a group action names.
+func (h *Handler) topicGroup(ctx context.Context, r *http.Request) (*jetstream.TopicInfo, string, *njs.ConsumerInfo, error) {
+	ti, err := h.lookupTopic(ctx, r)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	group, err := param(r, "group")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	ci, err := findGroup(ctx, ti, group)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return ti, group, ci, nil
+}
+
+// scan reads the messages of a stream on filters from sequence from on,
+// in order, through a short-lived consumer deleted on return, and calls fn
+// for each until fn returns false, max messages were read, or the stream
+// has no more. It returns the sequence to go on from and whether the end
+// was reached. It never holds more than one fetch batch.
+func (h *Handler) scan(ctx context.Context, stream njs.Stream, filters []string, from uint64, max int, headersOnly bool,
+	fn func(msg njs.Msg, meta *njs.MsgMetadata) bool) (next uint64, end bool, err error) {
+	next = max64(from, 1)
+	cc := njs.ConsumerConfig{
+		DeliverPolicy:     njs.DeliverByStartSequencePolicy,
+		OptStartSeq:       next,
+		AckPolicy:         njs.AckNonePolicy,
+		HeadersOnly:       headersOnly,
+		MemoryStorage:     true,
+		InactiveThreshold: 30 * time.Second,
+	}
+	if len(filters) == 1 {
+		cc.FilterSubject = filters[0]
+	} else {
+		cc.FilterSubjects = filters
+	}
+	cons, err := stream.CreateConsumer(ctx, cc)
+	if err != nil {
+		return next, false, fmt.Errorf("%w: read %s: %w", facade.ErrUnavailable, stream.CachedInfo().Config.Name, err)
+	}
+	defer deleteConsumer(ctx, h.bus, stream.CachedInfo().Config.Name, cons)
+	read := 0
+	for read < max {
+		batch, err := cons.FetchNoWait(min(256, max-read))
+		if err != nil {
+			return next, false, fmt.Errorf("%w: read %s: %w", facade.ErrUnavailable, stream.CachedInfo().Config.Name, err)
+		}
+		n := 0
+		for msg := range batch.Messages() {
+			n++
+			read++
+			meta, err := msg.Metadata()
+			if err != nil {
+				continue
+			}
+			next = meta.Sequence.Stream + 1
+			if !fn(msg, meta) {
+				return next, meta.NumPending == 0, nil
+			}
+			if meta.NumPending == 0 {
+				return next, true, nil
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, njs.ErrNoMessages) {
+			return next, false, fmt.Errorf("%w: read %s: %w", facade.ErrUnavailable, stream.CachedInfo().Config.Name, err)
+		}
+		if n == 0 {
+			return next, true, nil
+		}
+	}
+	return next, false, nil
+}
+
+func max64(a, b uint64) uint64 {
+	if a > b {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,38 @@
+package ops
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/gateway"
+)
+
+// adminSessions lists the WebSocket sessions of the hub's gateway.
+func (h *Handler) adminSessions(w http.ResponseWriter, r *http.Request, _ string) {
+	sessions := []gateway.SessionInfo{}
+	if h.cfg.Sessions != nil {
+		sessions = h.cfg.Sessions.Sessions()
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"gateway": h.cfg.Sessions != nil, "sessions": sessions})
+}
+
+// adminDisconnect closes session ?id= (close code 4004, disconnected).
+func (h *Handler) adminDisconnect(w http.ResponseWriter, r *http.Request, _ string) {
+	s, err := param(r, "id")
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	id, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		h.writeError(w, r, fmt.Errorf("%w: id %q: want a session id from GET /admin/sessions", ErrBadRequest, s))
+		return
+	}
+	if h.cfg.Sessions == nil || !h.cfg.Sessions.Disconnect(id) {
+		h.writeError(w, r, fmt.Errorf("%w: no session %d", facade.ErrNotFound, id))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "disconnected": true})
+}

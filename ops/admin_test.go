@@ -1,0 +1,565 @@
+package ops_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/gateway"
+	"github.com/eventhub/eventhub/internal/testutil"
+	"github.com/eventhub/eventhub/jetstream"
+	"github.com/eventhub/eventhub/ops"
+)
+
+// call makes an admin request and decodes a JSON answer into v (when not
+// nil); it returns the status.
+func (e *env) call(t testing.TB, method, path string, v any) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, e.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("%s %s: Content-Type %q", method, path, ct)
+	}
+	if v != nil && resp.StatusCode < 300 {
+		if err := json.NewDecoder(bytes.NewReader(body)).Decode(v); err != nil {
+			t.Fatalf("%s %s: decode %s: %v", method, path, body, err)
+		}
+	}
+	if resp.StatusCode >= 300 && v != nil {
+		t.Logf("%s %s: %d %s", method, path, resp.StatusCode, body)
+	}
+	return resp.StatusCode
+}
+
+// mustCall is call that wants status 2xx.
+func (e *env) mustCall(t testing.TB, method, path string, v any) {
+	t.Helper()
+	if status := e.call(t, method, path, v); status >= 300 {
+		t.Fatalf("%s %s: status %d", method, path, status)
+	}
+}
+
+type adminGroup struct {
+	Topic        string `json:"topic"`
+	Group        string `json:"group"`
+	Lag          uint64 `json:"lag"`
+	LastSeq      uint64 `json:"lastSeq"`
+	InFlight     int    `json:"inFlight"`
+	Paused       bool   `json:"paused"`
+	PauseUntilMs int64  `json:"pauseUntilMs"`
+	DeadLettered int    `json:"deadLettered"`
+}
+
+func (e *env) groupState(t testing.TB, topic, group string) adminGroup {
+	t.Helper()
+	var out struct{ Groups []adminGroup }
+	e.mustCall(t, "GET", "/admin/groups?topic="+topic, &out)
+	for _, g := range out.Groups {
+		if g.Group == group {
+			return g
+		}
+	}
+	t.Fatalf("no group %s of %s in %+v", group, topic, out.Groups)
+	return adminGroup{}
+}
+
+func TestAdminGroups(t *testing.T) {
+	e := newEnv(t, jetstream.Config{}, ops.Config{})
+	ctx := t.Context()
+	var evs []*facade.EventRecord
+	for i := range 5 {
+		evs = append(evs, publish(t, e.bus, "adm.g", fmt.Sprintf(`{"n":%d}`, i), ""))
+	}
+	if err := e.bus.SetCursor(ctx, "adm.g", "g1", facade.CursorPosition{}); err != nil {
+		t.Fatal(err)
+	}
+	if g := e.groupState(t, "adm.g", "g1"); g.Lag != 5 || g.InFlight != 0 || g.DeadLettered != 0 || g.Paused {
+		t.Errorf("group before seeking: %+v", g)
+	}
+	var all struct{ Groups []adminGroup }
+	e.mustCall(t, "GET", "/admin/groups", &all)
+	if !slices.ContainsFunc(all.Groups, func(g adminGroup) bool { return g.Topic == "adm.g" && g.Group == "g1" }) {
+		t.Errorf("GET /admin/groups misses adm.g/g1: %+v", all.Groups)
+	}
+
+	for _, tc := range []struct {
+		to      string
+		wantLag uint64
+	}{
+		{"latest", 0}, {"seq:3", 3}, {"earliest", 5}, {"id:" + evs[3].ID, 2}, {"latest", 0},
+		{fmt.Sprintf("ts:%d", time.Now().Add(-time.Hour).UnixMilli()), 5},
+	} {
+		var out struct {
+			Next  uint64
+			Group adminGroup
+		}
+		e.mustCall(t, "POST", "/admin/groups/seek?topic=adm.g&group=g1&to="+tc.to, &out)
+		if out.Group.Lag != tc.wantLag || e.groupState(t, "adm.g", "g1").Lag != tc.wantLag {
+			t.Errorf("seek to %s: lag %d, want %d", tc.to, out.Group.Lag, tc.wantLag)
+		}
+	}
+	if s := e.call(t, "POST", "/admin/groups/seek?topic=adm.g&group=nope&to=latest", nil); s != http.StatusNotFound {
+		t.Errorf("seek of an unknown group: %d, want 404", s)
+	}
+	if s := e.call(t, "POST", "/admin/groups/seek?topic=adm.g&group=g1&to=sideways", nil); s != http.StatusBadRequest {
+		t.Errorf("seek to a bad position: %d, want 400", s)
+	}
+
+	// Pause: a member gets nothing until the group is resumed.
+	e.mustCall(t, "POST", "/admin/groups/seek?topic=adm.g&group=g1&to=earliest", nil)
+	var paused struct {
+		PauseUntilMs int64
+		Group        adminGroup
+	}
+	e.mustCall(t, "POST", "/admin/groups/pause?topic=adm.g&group=g1&for=1h", &paused)
+	if !paused.Group.Paused || paused.PauseUntilMs < time.Now().Add(50*time.Minute).UnixMilli() {
+		t.Errorf("after pause: %+v", paused)
+	}
+	got := make(chan string, 10)
+	sub, err := e.bus.Subscribe(ctx, "adm.g", "g1", func(_ context.Context, d facade.Delivery) error {
+		got <- d.Event().ID
+		return nil
+	}, facade.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Stop(context.Background()) })
+	// A pull the paused consumer holds shows as waiting; nothing is delivered.
+	testutil.CheckFor(t, 10*time.Second, func() error {
+		ti, _ := e.bus.LookupTopic(ctx, "adm.g")
+		c, err := ti.Stream.Consumer(ctx, ti.ConsumerName("g1"))
+		if err != nil {
+			return err
+		}
+		if ci := c.CachedInfo(); ci.NumWaiting == 0 {
+			return errors.New("the member has not pulled yet")
+		}
+		return nil
+	})
+	if len(got) != 0 || e.groupState(t, "adm.g", "g1").Lag != 5 {
+		t.Fatalf("a paused group delivered")
+	}
+	var resumed struct{ Group adminGroup }
+	e.mustCall(t, "POST", "/admin/groups/resume?topic=adm.g&group=g1", &resumed)
+	if resumed.Group.Paused {
+		t.Errorf("after resume: %+v", resumed.Group)
+	}
+	testutil.CheckFor(t, 10*time.Second, func() error {
+		if g := e.groupState(t, "adm.g", "g1"); g.Lag != 0 {
+			return fmt.Errorf("lag %d after resume", g.Lag)
+		}
+		return nil
+	})
+	if err := sub.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	var del struct{ Deleted bool }
+	e.mustCall(t, "DELETE", "/admin/groups?topic=adm.g&group=g1", &del)
+	if !del.Deleted {
+		t.Error("delete did not say deleted")
+	}
+	if s := e.call(t, "GET", "/lag?topic=adm.g&group=g1", nil); s != http.StatusNotFound {
+		t.Errorf("lag of the deleted group: %d, want 404", s)
+	}
+	if s := e.call(t, "DELETE", "/admin/groups?topic=adm.g&group=g1", nil); s != http.StatusNotFound {
+		t.Errorf("second delete: %d, want 404", s)
+	}
+	if r, err := e.logs.find("admin call"); err != nil || !strings.Contains(fmt.Sprint(r), "anonymous") {
+		t.Errorf("no audit record with the principal: %v %v", r, err)
+	}
+}
+
+type adminTopic struct {
+	Topic  string
+	Stream struct {
+		Name       string
+		Messages   uint64
+		MaxAgeMs   int64
+		Compaction bool
+	}
+	Keyed, Compacted, Shared bool
+	DeadLetters              uint64
+}
+
+func TestAdminTopics(t *testing.T) {
+	e := newEnv(t, jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "fam.>", Stream: "FAMILY"}}}, ops.Config{})
+	var decl struct {
+		Created bool
+		Stream  string
+		Topic   adminTopic
+	}
+	if s := e.call(t, "POST", "/admin/topics?topic=adm.c&compaction=true&maxAge=1h", &decl); s != http.StatusCreated {
+		t.Fatalf("declare: %d", s)
+	}
+	if !decl.Created || !decl.Topic.Compacted || decl.Topic.Stream.MaxAgeMs != 3_600_000 || !decl.Topic.Keyed {
+		t.Errorf("declared: %+v", decl)
+	}
+	// Declaring again changes only what it names.
+	if s := e.call(t, "POST", "/admin/topics?topic=adm.c&maxAge=2h", &decl); s != http.StatusOK {
+		t.Fatalf("declare again: %d", s)
+	}
+	if decl.Created || !decl.Topic.Compacted || decl.Topic.Stream.MaxAgeMs != 7_200_000 {
+		t.Errorf("declared again: %+v", decl)
+	}
+	if s := e.call(t, "POST", "/admin/topics?topic=adm.c&maxAge=forever", nil); s != http.StatusBadRequest {
+		t.Errorf("bad maxAge: %d, want 400", s)
+	}
+	// A compacted topic needs keys; purge by key drops one key.
+	for _, k := range []string{"k1", "k2", "k3"} {
+		publish(t, e.bus, "adm.c", `{}`, k)
+	}
+	var purged struct{ Purged uint64 }
+	e.mustCall(t, "POST", "/admin/topics/purge?topic=adm.c&key=k2", &purged)
+	if purged.Purged != 1 {
+		t.Errorf("purge by key: %d purged, want 1", purged.Purged)
+	}
+	if got, _ := e.bus.LatestByKey(t.Context(), "adm.c", []string{"k1", "k2"}); got["k1"] == nil || got["k2"] != nil {
+		t.Errorf("after purging k2: %v", got)
+	}
+	// Purge up to a position, then all.
+	for i := range 4 {
+		publish(t, e.bus, "adm.p", fmt.Sprintf(`{"n":%d}`, i), "")
+	}
+	e.mustCall(t, "POST", "/admin/topics/purge?topic=adm.p&upTo=seq:2", &purged)
+	if purged.Purged != 2 {
+		t.Errorf("purge up to 2: %d", purged.Purged)
+	}
+	var desc adminTopic
+	e.mustCall(t, "GET", "/admin/topics?topic=adm.p", &desc)
+	if desc.Stream.Messages != 2 || desc.Shared || desc.Compacted {
+		t.Errorf("after purge up to 2: %+v", desc)
+	}
+	e.mustCall(t, "POST", "/admin/topics/purge?topic=adm.p", &purged)
+	if purged.Purged != 2 {
+		t.Errorf("purge all: %d", purged.Purged)
+	}
+	// A family topic: purge takes only its own events; declare and delete refuse.
+	publish(t, e.bus, "fam.a", `{}`, "")
+	publish(t, e.bus, "fam.b", `{}`, "")
+	e.mustCall(t, "POST", "/admin/topics/purge?topic=fam.a", &purged)
+	if purged.Purged != 1 {
+		t.Errorf("purge of a family topic: %d", purged.Purged)
+	}
+	e.mustCall(t, "GET", "/admin/topics?topic=fam.b", &desc)
+	if !desc.Shared || desc.Stream.Messages != 1 {
+		t.Errorf("family topic after purging its sibling: %+v", desc)
+	}
+	for _, c := range []struct{ method, path string }{{"DELETE", "/admin/topics?topic=fam.b"}, {"POST", "/admin/topics?topic=fam.b&maxAge=1h"}} {
+		if s := e.call(t, c.method, c.path, nil); s != http.StatusConflict {
+			t.Errorf("%s %s: %d, want 409", c.method, c.path, s)
+		}
+	}
+	// Delete, then it is gone; publishing creates it again.
+	e.mustCall(t, "DELETE", "/admin/topics?topic=adm.p", nil)
+	if s := e.call(t, "GET", "/admin/topics?topic=adm.p", nil); s != http.StatusNotFound {
+		t.Errorf("describe after delete: %d, want 404", s)
+	}
+	publish(t, e.bus, "adm.p", `{"again":true}`, "")
+	e.mustCall(t, "GET", "/admin/topics?topic=adm.p", &desc)
+	if desc.Stream.Messages != 1 {
+		t.Errorf("recreated: %+v", desc)
+	}
+}
+
+type deadLetter struct {
+	Seq      uint64
+	ID       string
+	Topic    string
+	Group    string
+	EventID  string
+	EventSeq uint64
+	Attempts int
+	Reason   string
+}
+
+// deadLetters makes n dead letters on topic: a group whose handler fails
+// every event, with one attempt.
+func deadLetters(t *testing.T, e *env, topic string, n int) []*facade.EventRecord {
+	t.Helper()
+	var evs []*facade.EventRecord
+	for i := range n {
+		evs = append(evs, publish(t, e.bus, topic, fmt.Sprintf(`{"n":%d}`, i), ""))
+	}
+	sub, err := e.bus.Subscribe(t.Context(), topic, "failing", func(context.Context, facade.Delivery) error {
+		return errors.New("cannot handle this")
+	}, facade.SubscribeOptions{From: facade.FromEarliest, MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, 20*time.Second, func() error {
+		var out struct{ DeadLetters []deadLetter }
+		e.mustCall(t, "GET", "/admin/deadletters?topic="+topic, &out)
+		if len(out.DeadLetters) != n {
+			return fmt.Errorf("%d dead letters", len(out.DeadLetters))
+		}
+		return nil
+	})
+	if err := sub.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+func TestAdminDeadLetters(t *testing.T) {
+	e := newEnv(t, jetstream.Config{}, ops.Config{})
+	evs := deadLetters(t, e, "adm.d", 5)
+	var list struct {
+		DeadLetterTopic string
+		DeadLetters     []deadLetter
+		Next            uint64
+		End             bool
+	}
+	e.mustCall(t, "GET", "/admin/deadletters?topic=adm.d&limit=2", &list)
+	if len(list.DeadLetters) != 2 || list.End || list.DeadLetterTopic != "adm.d.dlq" {
+		t.Fatalf("first page: %+v", list)
+	}
+	d := list.DeadLetters[0]
+	var orig *facade.EventRecord // the handler ran concurrently: any order
+	for _, ev := range evs {
+		if ev.ID == d.EventID {
+			orig = ev
+		}
+	}
+	if d.Topic != "adm.d" || d.Group != "failing" || d.Attempts != 1 || !strings.Contains(d.Reason, "cannot handle this") ||
+		orig == nil || d.EventSeq != orig.Seq {
+		t.Fatalf("dead letter: %+v", d)
+	}
+	first := slices.Clone(list.DeadLetters)
+	e.mustCall(t, "GET", fmt.Sprintf("/admin/deadletters?topic=adm.d&after=%d&limit=10", list.Next), &list)
+	if len(list.DeadLetters) != 3 || !list.End {
+		t.Fatalf("second page: %+v", list)
+	}
+	var groups struct{ Groups []adminGroup }
+	e.mustCall(t, "GET", "/admin/groups?topic=adm.d", &groups)
+	if len(groups.Groups) != 1 || groups.Groups[0].DeadLettered != 5 {
+		t.Errorf("groups: %+v", groups)
+	}
+
+	count := func() uint64 {
+		var desc adminTopic
+		e.mustCall(t, "GET", "/admin/topics?topic=adm.d", &desc)
+		return desc.Stream.Messages
+	}
+	// Redrive one, keeping it: twice is one event.
+	type redrive struct {
+		Redriven int
+		Events   []struct {
+			ID  string
+			Seq uint64
+		}
+	}
+	var r1, r2 redrive
+	e.mustCall(t, "POST", fmt.Sprintf("/admin/deadletters/redrive?topic=adm.d&seq=%d&keep=true", d.Seq), &r1)
+	e.mustCall(t, "POST", fmt.Sprintf("/admin/deadletters/redrive?topic=adm.d&seq=%d&keep=true", d.Seq), &r2)
+	if r1.Redriven != 1 || len(r1.Events) != 1 || r1.Events[0].ID != ops.RedriveID(d.ID) || r2.Events[0].ID != r1.Events[0].ID {
+		t.Errorf("redrives: %+v %+v", r1, r2)
+	}
+	if n := count(); n != 6 {
+		t.Errorf("adm.d holds %d events after redriving one dead letter twice, want 6", n)
+	}
+	// The redriven event is the original: payload, caused_by, no dlq_ headers.
+	var ev struct {
+		Event   facade.EventRecord
+		Headers map[string][]string
+	}
+	e.mustCall(t, "GET", fmt.Sprintf("/admin/events?topic=adm.d&seq=%d", r1.Events[0].Seq), &ev)
+	if string(ev.Event.Payload) != string(orig.Payload) || !slices.Equal(ev.Event.CausedBy, []string{orig.ID}) || ev.Event.Headers["redriven_from"] != d.ID {
+		t.Errorf("redriven event: %+v", ev.Event)
+	}
+	for k := range ev.Event.Headers {
+		if strings.HasPrefix(k, "dlq_") {
+			t.Errorf("redriven event keeps header %s", k)
+		}
+	}
+	// Redrive (moving) a range, discard one, redrive the rest.
+	var rr redrive
+	e.mustCall(t, "POST", fmt.Sprintf("/admin/deadletters/redrive?topic=adm.d&from=%d&to=%d", first[0].Seq, first[1].Seq), &rr)
+	if rr.Redriven != 2 || count() != 7 { // the first was redriven already: one new event
+		t.Errorf("range redrive: %+v, %d events", rr, count())
+	}
+	var disc struct{ Discarded int }
+	e.mustCall(t, "POST", fmt.Sprintf("/admin/deadletters/discard?topic=adm.d&seq=%d", list.DeadLetters[0].Seq), &disc)
+	if disc.Discarded != 1 {
+		t.Errorf("discard: %+v", disc)
+	}
+	if s := e.call(t, "POST", fmt.Sprintf("/admin/deadletters/discard?topic=adm.d&seq=%d", list.DeadLetters[0].Seq), nil); s != http.StatusNotFound {
+		t.Errorf("discard again: %d, want 404", s)
+	}
+	e.mustCall(t, "POST", "/admin/deadletters/redrive?topic=adm.d&all=true", &rr)
+	if rr.Redriven != 2 || count() != 9 {
+		t.Errorf("redrive all: %+v, %d events", rr, count())
+	}
+	e.mustCall(t, "GET", "/admin/deadletters?topic=adm.d", &list)
+	if len(list.DeadLetters) != 0 || !list.End {
+		t.Errorf("dead letters left: %+v", list)
+	}
+	if s := e.call(t, "POST", "/admin/deadletters/redrive?topic=adm.d", nil); s != http.StatusBadRequest {
+		t.Errorf("redrive without a selection: %d, want 400", s)
+	}
+}
+
+func TestAdminEvents(t *testing.T) {
+	e := newEnv(t, jetstream.Config{}, ops.Config{})
+	var evs []*facade.EventRecord
+	for i := range 6 {
+		opts := facade.PublishOptions{Key: fmt.Sprintf("k%d", i%2), Headers: map[string]string{"h": "v"}}
+		if i%3 == 0 {
+			opts.Tags = []string{"red"}
+		}
+		rec, err := e.bus.Publish(t.Context(), "adm.e", json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, rec)
+	}
+	type stored struct {
+		Event   facade.EventRecord
+		Subject string
+		Headers map[string][]string
+	}
+	var one stored
+	e.mustCall(t, "GET", fmt.Sprintf("/admin/events?topic=adm.e&seq=%d", evs[2].Seq), &one)
+	if one.Event.ID != evs[2].ID || one.Event.Headers["h"] != "v" || len(one.Headers) == 0 || !strings.Contains(one.Subject, "_k.") {
+		t.Errorf("by seq: %+v", one)
+	}
+	e.mustCall(t, "GET", "/admin/events?topic=adm.e&id="+evs[4].ID, &one)
+	if one.Event.Seq != evs[4].Seq {
+		t.Errorf("by id: %+v", one)
+	}
+	if s := e.call(t, "GET", "/admin/events?topic=adm.e&seq=99", nil); s != http.StatusNotFound {
+		t.Errorf("missing seq: %d", s)
+	}
+	if s := e.call(t, "GET", "/admin/events?topic=adm.e", nil); s != http.StatusBadRequest {
+		t.Errorf("neither seq nor id: %d", s)
+	}
+	type page struct {
+		Events []stored
+		Next   uint64
+		End    bool
+	}
+	ids := func(p page) (out []string) {
+		for _, s := range p.Events {
+			out = append(out, s.Event.ID)
+		}
+		return out
+	}
+	var p page
+	e.mustCall(t, "GET", "/admin/events/browse?topic=adm.e&limit=4", &p)
+	if !slices.Equal(ids(p), []string{evs[0].ID, evs[1].ID, evs[2].ID, evs[3].ID}) || p.End {
+		t.Errorf("first page: %v %+v", ids(p), p.End)
+	}
+	e.mustCall(t, "GET", fmt.Sprintf("/admin/events/browse?topic=adm.e&limit=4&from=seq:%d", p.Next), &p)
+	if !slices.Equal(ids(p), []string{evs[4].ID, evs[5].ID}) || !p.End {
+		t.Errorf("second page: %v %v", ids(p), p.End)
+	}
+	e.mustCall(t, "GET", "/admin/events/browse?topic=adm.e&key=k1", &p)
+	if !slices.Equal(ids(p), []string{evs[1].ID, evs[3].ID, evs[5].ID}) {
+		t.Errorf("key k1: %v", ids(p))
+	}
+	e.mustCall(t, "GET", "/admin/events/browse?topic=adm.e&tag=red", &p)
+	if !slices.Equal(ids(p), []string{evs[0].ID, evs[3].ID}) {
+		t.Errorf("tag red: %v", ids(p))
+	}
+	e.mustCall(t, "GET", fmt.Sprintf("/admin/events/browse?topic=adm.e&from=seq:2&to=seq:3"), &p)
+	if !slices.Equal(ids(p), []string{evs[1].ID, evs[2].ID}) || !p.End {
+		t.Errorf("range 2..3: %v", ids(p))
+	}
+	e.mustCall(t, "GET", fmt.Sprintf("/admin/events/browse?topic=adm.e&from=ts:%d", time.Now().Add(time.Hour).UnixMilli()), &p)
+	if len(p.Events) != 0 || !p.End {
+		t.Errorf("from the future: %v", ids(p))
+	}
+}
+
+// sessions is a session directory for the handler alone; the gateway's own
+// is tested in package gateway and in the console's browser test.
+type sessions struct{ list []gateway.SessionInfo }
+
+func (s *sessions) Sessions() []gateway.SessionInfo { return s.list }
+func (s *sessions) Disconnect(id uint64) bool {
+	i := slices.IndexFunc(s.list, func(si gateway.SessionInfo) bool { return si.ID == id })
+	if i < 0 {
+		return false
+	}
+	s.list = slices.Delete(s.list, i, i+1)
+	return true
+}
+
+func TestAdminSessions(t *testing.T) {
+	dir := &sessions{list: []gateway.SessionInfo{{ID: 7, Principal: "svc", Subscriptions: []gateway.SubscriptionStats{{Topic: "a", Group: "g", InFlight: 2}}, InFlight: 2}}}
+	e := newEnv(t, jetstream.Config{}, ops.Config{Sessions: dir})
+	var out struct {
+		Gateway  bool
+		Sessions []gateway.SessionInfo
+	}
+	e.mustCall(t, "GET", "/admin/sessions", &out)
+	if !out.Gateway || len(out.Sessions) != 1 || out.Sessions[0].Principal != "svc" || out.Sessions[0].Subscriptions[0].InFlight != 2 {
+		t.Errorf("sessions: %+v", out)
+	}
+	e.mustCall(t, "POST", "/admin/sessions/disconnect?id=7", nil)
+	if s := e.call(t, "POST", "/admin/sessions/disconnect?id=7", nil); s != http.StatusNotFound {
+		t.Errorf("disconnect again: %d, want 404", s)
+	}
+	if s := e.call(t, "POST", "/admin/sessions/disconnect?id=x", nil); s != http.StatusBadRequest {
+		t.Errorf("bad id: %d, want 400", s)
+	}
+}
+
+// TestAdminRefused: without the admin right every admin route is refused,
+// and ops endpoints with authentication but no AuthorizeAdmin refuse the
+// whole admin API.
+func TestAdminRefused(t *testing.T) {
+	paths := []struct{ method, path string }{
+		{"GET", "/admin/groups"}, {"POST", "/admin/groups/seek?topic=t&group=g&to=latest"},
+		{"POST", "/admin/groups/pause?topic=t&group=g"}, {"POST", "/admin/groups/resume?topic=t&group=g"},
+		{"DELETE", "/admin/groups?topic=t&group=g"}, {"GET", "/admin/topics?topic=t"}, {"POST", "/admin/topics?topic=t"},
+		{"POST", "/admin/topics/purge?topic=t"}, {"DELETE", "/admin/topics?topic=t"}, {"GET", "/admin/deadletters?topic=t"},
+		{"POST", "/admin/deadletters/redrive?topic=t&all=true"}, {"POST", "/admin/deadletters/discard?topic=t&all=true"},
+		{"GET", "/admin/events?topic=t&seq=1"}, {"GET", "/admin/events/browse?topic=t"}, {"GET", "/admin/sessions"},
+		{"POST", "/admin/sessions/disconnect?id=1"},
+	}
+	forbidden := newEnv(t, jetstream.Config{}, ops.Config{AuthorizeAdmin: func(*http.Request) (string, error) {
+		return "reader", fmt.Errorf("%w: no admin scope", ops.ErrForbidden)
+	}})
+	unauth := newEnv(t, jetstream.Config{}, ops.Config{AuthorizeAdmin: func(*http.Request) (string, error) {
+		return "", errors.New("no token")
+	}})
+	noAdmin := newEnv(t, jetstream.Config{}, ops.Config{Authorize: func(*http.Request) error { return nil }})
+	publish(t, forbidden.bus, "t", `{}`, "")
+	for _, p := range paths {
+		for _, c := range []struct {
+			e    *env
+			want int
+		}{{forbidden, http.StatusForbidden}, {unauth, http.StatusUnauthorized}, {noAdmin, http.StatusForbidden}} {
+			if s := c.e.call(t, p.method, p.path, nil); s != c.want {
+				t.Errorf("%s %s: %d, want %d", p.method, p.path, s, c.want)
+			}
+		}
+	}
+	if ti, _ := forbidden.bus.LookupTopic(t.Context(), "t"); ti == nil {
+		t.Error("a refused call deleted the topic")
+	}
+	if r, err := forbidden.logs.find("admin call refused"); err != nil || !strings.Contains(fmt.Sprint(r), "reader") {
+		t.Errorf("no audit record of the refusal with its principal: %v %v", r, err)
+	}
+}

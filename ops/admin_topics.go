@@ -1,0 +1,312 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/jetstream"
+)
+
+type adminTopicJSON struct {
+	Topic     string     `json:"topic"`
+	Stream    streamJSON `json:"stream"`
+	Filters   []string   `json:"filters"`
+	Keyed     bool       `json:"keyed"`
+	Compacted bool       `json:"compacted"`
+	// Shared: the stream holds other topics too, or was made outside the
+	// hub; the admin API does not change or delete it.
+	Shared bool `json:"shared"`
+	// DeadLetterTopic and DeadLetters: the topic's dead-letter topic and
+	// how many dead letters it holds (0 when it does not exist).
+	DeadLetterTopic string `json:"deadLetterTopic"`
+	DeadLetters     uint64 `json:"deadLetters"`
+}
+
+// adminDescribeTopic describes the stream of ?topic=.
+func (h *Handler) adminDescribeTopic(w http.ResponseWriter, r *http.Request, _ string) {
+	ctx, cancel := h.requestContext(r)
+	defer cancel()
+	ti, err := h.lookupTopic(ctx, r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	out, err := h.describeTopic(ctx, ti)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *Handler) describeTopic(ctx context.Context, ti *jetstream.TopicInfo) (adminTopicJSON, error) {
+	info, err := ti.Stream.Info(ctx)
+	if err != nil {
+		return adminTopicJSON{}, fmt.Errorf("%w: stream %s: %w", facade.ErrUnavailable, ti.StreamName, err)
+	}
+	s, _, err := h.describeStream(ctx, info, true)
+	if err != nil {
+		return adminTopicJSON{}, err
+	}
+	out := adminTopicJSON{
+		Topic: ti.Topic, Stream: s, Filters: ti.Filters, Keyed: ti.Keyed, Compacted: ti.Compacted,
+		Shared: ti.Shared, DeadLetterTopic: facade.DeadLetterTopic(ti.Topic),
+	}
+	if dl, err := h.bus.LookupTopic(ctx, out.DeadLetterTopic); err == nil {
+		n, err := topicCount(ctx, dl)
+		if err != nil {
+			return out, err
+		}
+		out.DeadLetters = n
+	} else if !errors.Is(err, facade.ErrNotFound) {
+		return out, err
+	}
+	return out, nil
+}
+
+// topicCount counts a topic's events from the stream's per-subject state
+// (its own stream: the stream's count).
+func topicCount(ctx context.Context, ti *jetstream.TopicInfo) (uint64, error) {
+	if !ti.Shared {
+		info, err := ti.Stream.Info(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("%w: stream %s: %w", facade.ErrUnavailable, ti.StreamName, err)
+		}
+		return info.State.Msgs, nil
+	}
+	var n uint64
+	for _, f := range ti.Filters {
+		info, err := ti.Stream.Info(ctx, njs.WithSubjectFilter(f))
+		if err != nil {
+			return 0, fmt.Errorf("%w: stream %s: %w", facade.ErrUnavailable, ti.StreamName, err)
+		}
+		for _, c := range info.State.Subjects {
+			n += c
+		}
+	}
+	return n, nil
+}
+
+// adminDeclareTopic creates a topic's stream, or changes the settings
+// given of the hub's own stream of it: ?compaction=true|false,
+// ?maxAge=<duration>, ?retentionDays=<n>, ?maxBytes=<n>,
+// ?duplicateWindow=<duration>, and, on create, ?storage=file|memory and
+// ?replicas=1|3|5. 201 when created, 200 when it existed.
+func (h *Handler) adminDeclareTopic(w http.ResponseWriter, r *http.Request, _ string) {
+	ctx, cancel := h.requestContext(r)
+	defer cancel()
+	topic, err := param(r, "topic")
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	tc := jetstream.TopicConfig{Pattern: topic}
+	// Start from the existing stream's settings, so that a declare changes
+	// only what it names.
+	if ti, err := h.bus.LookupTopic(ctx, topic); err == nil {
+		sc := ti.Stream.CachedInfo().Config
+		tc.MaxAge, tc.Compaction, tc.DuplicateWindow = sc.MaxAge, sc.MaxMsgsPerSubject == 1, sc.Duplicates
+		if sc.MaxBytes > 0 {
+			tc.MaxBytes = sc.MaxBytes
+		}
+	}
+	if q.Has("compaction") {
+		if tc.Compaction, err = boolParam(r, "compaction"); err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+	}
+	for name, dst := range map[string]*time.Duration{"maxAge": &tc.MaxAge, "duplicateWindow": &tc.DuplicateWindow} {
+		if s := q.Get(name); s != "" {
+			d, err := time.ParseDuration(s)
+			if err != nil || d < 0 {
+				h.writeError(w, r, fmt.Errorf("%w: %s %q: want a duration such as 24h (0: unlimited)", ErrBadRequest, name, s))
+				return
+			}
+			*dst = d
+		}
+	}
+	if s := q.Get("retentionDays"); s != "" {
+		d, err := strconv.ParseFloat(s, 64)
+		if err != nil || d < 0 {
+			h.writeError(w, r, fmt.Errorf("%w: retentionDays %q: want a number >= 0", ErrBadRequest, s))
+			return
+		}
+		tc.MaxAge = time.Duration(d * float64(24*time.Hour))
+	}
+	n, err := intParam(r, "maxBytes", tc.MaxBytes, 0, 1<<62)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	tc.MaxBytes = n
+	tc.Storage = q.Get("storage")
+	rep, err := intParam(r, "replicas", 0, 0, 5)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	tc.Replicas = int(rep)
+	if err := (jetstream.Config{Topics: []jetstream.TopicConfig{tc}}).Validate(); err != nil {
+		h.writeError(w, r, fmt.Errorf("%w: %w", ErrBadRequest, err))
+		return
+	}
+	name, created, err := h.bus.DeclareTopic(ctx, tc)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	ti, err := h.bus.LookupTopic(ctx, topic)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	out, err := h.describeTopic(ctx, ti)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, map[string]any{"created": created, "stream": name, "topic": out})
+}
+
+// adminPurge removes events of ?topic=: all of them, those up to and
+// including ?upTo=<position>, or, with ?key=, every event of one key
+// (compacted and keyed topics). Groups keep their cursors.
+func (h *Handler) adminPurge(w http.ResponseWriter, r *http.Request, _ string) {
+	ctx, cancel := h.requestContext(r)
+	defer cancel()
+	ti, err := h.lookupTopic(ctx, r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	var req purgeRequest
+	subjects := ti.Filters
+	if q.Has("key") {
+		key := q.Get("key")
+		if key == "" {
+			h.writeError(w, r, fmt.Errorf("%w: key must not be empty", facade.ErrBadKey))
+			return
+		}
+		if !ti.Keyed {
+			h.writeError(w, r, fmt.Errorf("%w: the stream of %s does not capture keys", facade.ErrBadKey, ti.Topic))
+			return
+		}
+		subjects = []string{jetstream.SubjectOfKey(ti.Topic, key)}
+	}
+	if s := q.Get("upTo"); s != "" {
+		pos, err := ParsePosition(s)
+		if err != nil {
+			h.writeError(w, r, fmt.Errorf("upTo: %w", err))
+			return
+		}
+		var upTo uint64
+		switch pos.Kind {
+		case PosSeq:
+			upTo = pos.Seq
+		case PosID:
+			upTo, err = h.bus.SeqOfID(ctx, ti.Topic, pos.ID)
+		case PosTime: // events stored before the time
+			upTo, err = h.bus.SeqAtTime(ctx, ti.Topic, pos.Time)
+			upTo = max(upTo, 1) - 1
+		case PosLatest:
+			info, ierr := ti.Stream.Info(ctx)
+			err = ierr
+			if ierr == nil {
+				upTo = info.State.LastSeq
+			}
+		default:
+			upTo = 0
+		}
+		if err != nil {
+			h.writeError(w, r, fmt.Errorf("upTo: %w", err))
+			return
+		}
+		if upTo == 0 {
+			writeJSON(w, http.StatusOK, map[string]any{"topic": ti.Topic, "purged": 0})
+			return
+		}
+		req.Seq = upTo + 1
+	}
+	var purged uint64
+	if !ti.Shared && !q.Has("key") {
+		purged, err = h.purge(ctx, ti.StreamName, req)
+	} else {
+		for _, subj := range subjects {
+			req.Filter = subj
+			n, perr := h.purge(ctx, ti.StreamName, req)
+			purged += n
+			if perr != nil {
+				err = perr
+				break
+			}
+		}
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"topic": ti.Topic, "purged": purged})
+}
+
+// purgeRequest is JetStream's stream purge request (JSApiStreamPurgeRequest).
+type purgeRequest struct {
+	Filter string `json:"filter,omitempty"`
+	// Seq: purge up to but not including this sequence.
+	Seq uint64 `json:"seq,omitempty"`
+}
+
+// purge sends a stream purge and returns how many messages it removed
+// (nats.go's Purge does not say).
+func (h *Handler) purge(ctx context.Context, stream string, req purgeRequest) (uint64, error) {
+	body, _ := json.Marshal(req)
+	resp, err := h.bus.Conn().RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+stream, body)
+	if err != nil {
+		return 0, fmt.Errorf("%w: purge %s: %w", facade.ErrUnavailable, stream, err)
+	}
+	var pr struct {
+		Success bool   `json:"success"`
+		Purged  uint64 `json:"purged"`
+		Error   *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &pr); err != nil {
+		return 0, fmt.Errorf("%w: purge %s: %w", facade.ErrUnavailable, stream, err)
+	}
+	if pr.Error != nil {
+		return 0, fmt.Errorf("%w: purge %s: %s", facade.ErrUnavailable, stream, pr.Error.Description)
+	}
+	return pr.Purged, nil
+}
+
+// adminDeleteTopic deletes the hub's own stream of ?topic= with its events
+// and groups.
+func (h *Handler) adminDeleteTopic(w http.ResponseWriter, r *http.Request, _ string) {
+	ctx, cancel := h.requestContext(r)
+	defer cancel()
+	topic, err := param(r, "topic")
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if err := h.bus.DeleteTopic(ctx, topic); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"topic": topic, "deleted": true})
+}
