@@ -108,6 +108,12 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 	log := g.log.With("session", id, "remote", r.RemoteAddr)
 	t := newWSTransport(ws, bc, g.cfg.OutboundQueue, g.cfg.WriteTimeout, g.cfg.PingInterval, log)
 	s := newSession(g, t, log)
+	if release, err := g.admitIP(r); err != nil {
+		s.replyErr("", err, CodeConnQuota)
+		t.Close(CloseQuota, CodeConnQuota)
+	} else {
+		defer release()
+	}
 
 	g.mu.Lock()
 	if g.closed {
@@ -124,6 +130,7 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 	reason := g.read(s, ws)
 	t.Close(CloseNormal, "")
 	s.end(reason)
+	s.releaseLimits()
 	writer.Wait()
 
 	g.mu.Lock()

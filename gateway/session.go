@@ -28,6 +28,8 @@ type session struct {
 	principal Principal
 	pubs      chan pendingPublish // lazily started publish waiter
 	pubDone   chan struct{}
+	// The principal's connection quota (reader, then the ended session).
+	limitRelease func()
 
 	authed  atomic.Bool
 	closing atomic.Bool // no more frames are handled
@@ -200,6 +202,12 @@ func (s *session) replyErr(corr string, err error, fallback string) {
 	if code == CodeInternal || code == CodePublishFailed {
 		s.log.Warn("request failed", "code", code, "err", err)
 	}
+	if ms := retryAfterMs(err); ms > 0 {
+		buf := getBuf()
+		*buf = AppendErrRetry((*buf)[:0], corr, code, msg, ms)
+		s.send(buf)
+		return
+	}
 	s.sendErr(corr, code, msg)
 }
 
@@ -221,6 +229,11 @@ func (s *session) auth(f *Frame) error {
 		s.gw.authFailed("ws", CodeBadToken)
 		s.sendErr(f.Corr, CodeBadToken, msg)
 		s.closeWith(CloseBadToken, CodeBadToken)
+		return nil
+	}
+	if err := s.admit(p); err != nil {
+		s.replyErr(f.Corr, err, CodeConnQuota)
+		s.closeWith(CloseQuota, CodeConnQuota)
 		return nil
 	}
 	s.principal = p
@@ -346,6 +359,7 @@ func (s *session) subscribe(f *Frame) error {
 
 	ctx, cancel := s.reqCtx()
 	defer cancel()
+	ctx = s.gw.bind(ctx, s.principal)
 	bsub, err := s.gw.bus.Subscribe(ctx, f.Topic, f.Group, func(_ context.Context, d facade.Delivery) error {
 		s.deliver(sub, d)
 		return nil
@@ -632,8 +646,12 @@ func (s *session) publish(f *Frame) error {
 	if err := decodeOpts(f.Opts, &o); err != nil {
 		return err
 	}
+	if err := s.gw.limitPublish(s.principal, f.Topic, len(f.Payload)); err != nil {
+		return err
+	}
 	ctx, cancel := s.reqCtx()
 	defer cancel()
+	ctx = s.gw.bind(ctx, s.principal)
 	if ap := s.gw.apub; ap != nil {
 		// Pipelined: frames are stored in the order they arrived; a
 		// waiter answers each once the store acknowledged it.
