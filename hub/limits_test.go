@@ -19,7 +19,7 @@ import (
 	"github.com/eventhub/eventhub/limits"
 )
 
-func mintSubject(t *testing.T, subject string) string {
+func mintSubject(t testing.TB, subject string) string {
 	t.Helper()
 	tok, err := acl.MintHS256(secret, acl.MintClaims{Subject: subject, Scopes: []string{"publish:**", "subscribe:**"}, TTL: time.Hour}, time.Now())
 	if err != nil {
