@@ -158,3 +158,16 @@ func TestAccountLimitsOfTheEmbeddedServer(t *testing.T) {
 		t.Fatalf("past the account's streams: %v, want limit_exceeded", err)
 	}
 }
+
+// TestLimitsExampleConfigLoads keeps deploy/hub/limits.example.yaml in step
+// with the configuration's keys (unknown keys are errors).
+func TestLimitsExampleConfigLoads(t *testing.T) {
+	fc, err := hub.LoadConfigFile("../deploy/hub/limits.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := fc.Limits
+	if len(l.Rates) != 3 || l.Quotas.Topics != 50 || len(l.Principals) != 1 || l.Account.MaxStreams != 1000 || l.ConnectionsPerIP != 200 {
+		t.Fatalf("loaded %+v", l)
+	}
+}

@@ -39,7 +39,7 @@ func TestBenchAgainstEmbeddedHub(t *testing.T) {
 			}
 			// Every event published in the run reaches the group once,
 			// give or take those in flight when the run ended.
-			if s.Consumed > s.Published+1 {
+			if s.Consumed > s.Published+2 { // the 2 publishes in flight at the end are stored, not counted
 				t.Fatalf("consumed %d of %d published", s.Consumed, s.Published)
 			}
 			if !strings.Contains(errOut.String(), "ev/s") || !strings.Contains(errOut.String(), "p99") {
