@@ -514,7 +514,7 @@ func (cn *conn) write() {
 // *facade.Error with the frame's code.
 func answer(r *gateway.Frame) (*gateway.Frame, error) {
 	if r.Op == gateway.OpErr {
-		return r, &facade.Error{Code: r.Code, Msg: r.Msg}
+		return r, &facade.Error{Code: r.Code, Msg: r.Msg, RetryAfter: time.Duration(r.RetryAfterMs) * time.Millisecond}
 	}
 	return r, nil
 }

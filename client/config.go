@@ -42,6 +42,12 @@ type Config struct {
 	// NoReconnect: when the connection drops, the client fails every call
 	// with an error wrapping facade.ErrUnavailable instead of reconnecting.
 	NoReconnect bool
+	// RateLimitWait, when positive, makes Publish wait and retry by itself
+	// when the gateway answers rate_limited, for at most this long in all
+	// (and never past the ctx's deadline); then it returns the last
+	// rate_limited error. Zero returns rate_limited at once (see
+	// facade.RetryAfter for the wait it asks for).
+	RateLimitWait time.Duration
 	// OutboundQueue is how many frames may wait to be written (default
 	// 4096); when it is full, calls wait.
 	OutboundQueue int

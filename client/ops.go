@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/gateway"
@@ -31,7 +32,7 @@ func (c *Client) Publish(ctx context.Context, topic string, payload json.RawMess
 	} else if string(b) != "{}" {
 		f.Opts = b
 	}
-	r, err := c.call(ctx, f)
+	r, err := c.callRetrying(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -43,6 +44,32 @@ func (c *Client) Publish(ctx context.Context, topic string, payload json.RawMess
 		ID: r.ID, SID: opts.SID, TS: ts, Topic: topic, Key: opts.Key, Partition: opts.Partition,
 		Headers: opts.Headers, Payload: payload, CausedBy: opts.CausedBy, Tags: opts.Tags, Seq: r.Seq,
 	}, nil
+}
+
+// callRetrying is call that, with Config.RateLimitWait set, waits out
+// rate_limited answers and sends the frame again.
+func (c *Client) callRetrying(ctx context.Context, f *gateway.Frame) (*gateway.Frame, error) {
+	var deadline time.Time
+	if w := c.cfg.RateLimitWait; w > 0 {
+		deadline = time.Now().Add(w)
+	}
+	for {
+		r, err := c.call(ctx, f)
+		wait, limited := facade.RetryAfter(err)
+		if !limited || deadline.IsZero() || time.Now().Add(wait).After(deadline) {
+			return r, err
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Now().Add(wait).After(dl) {
+			return r, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return r, err
+		case <-t.C:
+		}
+	}
 }
 
 // GetCursor implements [facade.Cursors] with the CURSOR extension.

@@ -3,6 +3,7 @@ package facade
 import (
 	"errors"
 	"strings"
+	"time"
 )
 
 // Error is an error with a stable code, the code that WebSocket ERR frames and
@@ -11,6 +12,9 @@ import (
 type Error struct {
 	Code string
 	Msg  string
+	// RetryAfter, on ErrRateLimited, is how long to wait before the same
+	// request would be admitted; zero otherwise.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -88,4 +92,28 @@ var (
 	ErrUnavailable = &Error{Code: "unavailable", Msg: "event store unavailable"}
 	// ErrClosed: the bus or subscription is closed.
 	ErrClosed = &Error{Code: "closed", Msg: "closed"}
+
+	// ErrRateLimited: the principal or the topic is over its rate limit;
+	// the returned *Error's RetryAfter says when the request would pass.
+	ErrRateLimited = &Error{Code: "rate_limited", Msg: "rate limited"}
+	// ErrTopicQuota: the principal created as many topics as it may.
+	ErrTopicQuota = &Error{Code: "topic_quota", Msg: "topic quota reached"}
+	// ErrGroupQuota: the principal created as many groups as it may.
+	ErrGroupQuota = &Error{Code: "group_quota", Msg: "group quota reached"}
+	// ErrSubscriptionQuota: the principal holds as many subscriptions as
+	// it may.
+	ErrSubscriptionQuota = &Error{Code: "subscription_quota", Msg: "subscription quota reached"}
+	// ErrConnectionQuota: the principal, or the address it connects from,
+	// holds as many connections as it may.
+	ErrConnectionQuota = &Error{Code: "connection_quota", Msg: "connection quota reached"}
 )
+
+// RetryAfter returns how long err asks the caller to wait before retrying
+// (an ErrRateLimited), and whether it asks at all.
+func RetryAfter(err error) (time.Duration, bool) {
+	var fe *Error
+	if errors.As(err, &fe) && fe.Code == ErrRateLimited.Code {
+		return fe.RetryAfter, true
+	}
+	return 0, false
+}

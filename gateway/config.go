@@ -106,6 +106,9 @@ type Config struct {
 	RequestTimeout time.Duration
 	// HandshakeTimeout bounds the WebSocket handshake (default 10s).
 	HandshakeTimeout time.Duration
+	// Limiter, if set, applies rate limits and connection quotas to
+	// publishes and connections; nil limits nothing.
+	Limiter Limiter
 	// Logger receives the gateway's logs; nil discards them. Tokens are
 	// never logged.
 	Logger *slog.Logger

@@ -28,7 +28,7 @@ import (
 //     connection can recover from. Reconnect with backoff; events that
 //     were in flight were handed back and will be redelivered.
 //   - 4500–4999: do not reconnect without changing something: the
-//     credentials were refused or expired.
+//     credentials were refused or expired, or a connection quota is full.
 //
 // Codes below 4000 other than these come from the WebSocket library.
 const (
@@ -43,6 +43,7 @@ const (
 	CloseDisconnected = 4004 // an operator disconnected the session
 	CloseBadToken     = 4500 // AUTH refused
 	CloseTokenExpired = 4501 // the principal's credentials expired
+	CloseQuota        = 4502 // a connection quota refused the connection
 )
 
 // CodeInfo describes one error code.
@@ -88,6 +89,11 @@ const (
 	CodeUnsupported       = "unsupported"
 	CodeLimitExceeded     = "limit_exceeded"
 	CodeStorageFull       = "storage_full"
+	CodeRateLimited       = "rate_limited"
+	CodeTopicQuota        = "topic_quota"
+	CodeGroupQuota        = "group_quota"
+	CodeSubQuota          = "subscription_quota"
+	CodeConnQuota         = "connection_quota"
 	CodePublishFailed     = "publish_failed"
 	CodeUnavailable       = "unavailable"
 	CodeClosed            = "closed"
@@ -126,6 +132,11 @@ var Codes = []CodeInfo{
 	{CodeUnsupported, "The bus behind the gateway lacks the capability (live subscriptions, snapshots).", 0, true, http.StatusNotImplemented},
 	{CodeLimitExceeded, "A limit of the store refuses the request (the maximum groups of a topic, streams, a stream's events or bytes); retrying does not help until an operator raises it.", 0, true, http.StatusConflict},
 	{CodeStorageFull, "The store has no storage left; retrying does not help until room is freed.", 0, true, http.StatusInsufficientStorage},
+	{CodeRateLimited, "The principal or the topic is over its rate limit (events/s or bytes/s). Retry after retry_after_ms (HTTP: the Retry-After header, in seconds, and Eventhub-Retry-After-Ms).", 0, true, http.StatusTooManyRequests},
+	{CodeTopicQuota, "The principal created as many topics as its quota allows (on every hub together); the publish or subscribe that would create another is refused. Retrying does not help.", 0, true, http.StatusConflict},
+	{CodeGroupQuota, "The principal created as many groups as its quota allows (on every hub together). Retrying does not help.", 0, true, 0},
+	{CodeSubQuota, "The principal holds as many subscriptions on this hub as its quota allows; end one first.", 0, true, 0},
+	{CodeConnQuota, "The principal, or the client address, holds as many connections on this hub as its quota allows.", CloseQuota, true, 0},
 	{CodePublishFailed, "The store failed the publish.", 0, true, http.StatusBadGateway},
 	{CodeUnavailable, "The store did not answer in time.", 0, true, http.StatusServiceUnavailable},
 	{CodeClosed, "The gateway or the bus is shutting down.", 0, true, http.StatusServiceUnavailable},

@@ -384,6 +384,7 @@ func TestErrorCodes(t *testing.T) {
 			}
 		}},
 	}
+	cases = append(cases, limitCodeCases()...)
 	covered := map[string]bool{}
 	for _, tc := range cases {
 		covered[tc.code] = true

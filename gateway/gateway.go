@@ -119,6 +119,12 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 	t := newWSTransport(ws, bc, g.cfg.OutboundQueue, g.cfg.WriteTimeout, g.cfg.PingInterval, log)
 	s := newSession(g, t, log)
 	s.meta.id, s.meta.remote, s.meta.started = id, r.RemoteAddr, time.Now()
+	if release, err := g.admitIP(r); err != nil {
+		s.replyErr("", err, CodeConnQuota)
+		t.Close(CloseQuota, CodeConnQuota)
+	} else {
+		defer release()
+	}
 
 	g.mu.Lock()
 	if g.closed {
@@ -135,6 +141,7 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 	reason := g.read(s, ws)
 	t.Close(CloseNormal, "")
 	s.end(reason)
+	s.releaseLimits()
 	writer.Wait()
 
 	g.mu.Lock()

@@ -101,8 +101,9 @@ type liveTopic struct {
 
 // liveSub is one live subscription.
 type liveSub struct {
-	lt   *liveTopic
-	sink liveSink
+	lt      *liveTopic
+	sink    liveSink
+	release func() // the subscription quota's; nil: none
 
 	mu       sync.Mutex
 	catching bool         // recovering: live events wait in pending
@@ -307,7 +308,12 @@ func (g *Gateway) unfollow(sub *liveSub) {
 	lt.mu.Unlock()
 	sub.mu.Lock()
 	sub.dead, sub.pending = true, nil
+	release := sub.release
+	sub.release = nil
 	sub.mu.Unlock()
+	if release != nil {
+		release()
+	}
 	if !g.liveUnref(lt) {
 		return
 	}

@@ -102,6 +102,8 @@ type Frame struct {
 	// ERR
 	Code string `json:"code,omitempty"`
 	Msg  string `json:"msg,omitempty"`
+	// ERR rate_limited: milliseconds to wait before the request would pass.
+	RetryAfterMs int64 `json:"retry_after_ms,omitempty"`
 	// EVENT
 	Event *facade.EventRecord `json:"event,omitempty"`
 	Ctx   *EventContext       `json:"ctx,omitempty"`
@@ -571,6 +573,11 @@ func AppendPublishOK(dst []byte, corr, id string, seq uint64, ts int64) []byte {
 
 // AppendErr appends {"op":"ERR","corr":corr,"code":code,"msg":msg}.
 func AppendErr(dst []byte, corr, code, msg string) []byte {
+	return AppendErrRetry(dst, corr, code, msg, 0)
+}
+
+// AppendErrRetry appends an ERR frame with retry_after_ms (omitted when 0).
+func AppendErrRetry(dst []byte, corr, code, msg string, retryAfterMs int64) []byte {
 	dst = append(dst, `{"op":"ERR"`...)
 	dst = appendCorr(dst, corr)
 	if code != "" {
@@ -580,6 +587,10 @@ func AppendErr(dst []byte, corr, code, msg string) []byte {
 	if msg != "" {
 		dst = append(dst, `,"msg":`...)
 		dst = eventjson.AppendString(dst, msg)
+	}
+	if retryAfterMs > 0 {
+		dst = append(dst, `,"retry_after_ms":`...)
+		dst = strconv.AppendInt(dst, retryAfterMs, 10)
 	}
 	return append(dst, '}')
 }

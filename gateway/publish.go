@@ -81,7 +81,12 @@ func (g *Gateway) servePublish(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, errorf(CodeBadRequest, "read body: %v", err))
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.RequestTimeout)
+	if err := g.limitPublish(p, topic, len(body)); err != nil {
+		setRetryAfter(w, err)
+		writeHTTPError(w, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(g.bind(r.Context(), p), g.cfg.RequestTimeout)
 	defer cancel()
 	rec, err := g.bus.Publish(ctx, topic, body, opts)
 	if err != nil {

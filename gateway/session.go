@@ -29,6 +29,8 @@ type session struct {
 	principal Principal
 	pubs      chan pendingPublish // lazily started publish waiter
 	pubDone   chan struct{}
+	// The principal's connection quota (reader, then the ended session).
+	limitRelease func()
 
 	authed  atomic.Bool
 	closing atomic.Bool // no more frames are handled
@@ -61,6 +63,9 @@ type subscription struct {
 	members    []*member         // one per topic, once joined
 	leases     map[string]*lease // by event id; at most one per id
 	stopped    bool
+
+	release func() // the subscription quota's, when it ends; nil: none
+	left    bool   // it left its members (guarded by the session's mu)
 
 	held   atomic.Int32 // leases plus slots reserved by a dispatching member
 	closed atomic.Bool  // stopped, readable without the session's lock
@@ -230,6 +235,12 @@ func (s *session) replyErr(corr string, err error, fallback string) {
 	if code == CodeInternal || code == CodePublishFailed {
 		s.log.Warn("request failed", "code", code, "err", err)
 	}
+	if ms := retryAfterMs(err); ms > 0 {
+		buf := getBuf()
+		*buf = AppendErrRetry((*buf)[:0], corr, code, msg, ms)
+		s.send(buf)
+		return
+	}
 	s.sendErr(corr, code, msg)
 }
 
@@ -251,6 +262,11 @@ func (s *session) auth(f *Frame) error {
 		s.gw.authFailed("ws", CodeBadToken)
 		s.sendErr(f.Corr, CodeBadToken, msg)
 		s.closeWith(CloseBadToken, CodeBadToken)
+		return nil
+	}
+	if err := s.admit(p); err != nil {
+		s.replyErr(f.Corr, err, CodeConnQuota)
+		s.closeWith(CloseQuota, CodeConnQuota)
 		return nil
 	}
 	s.principal = p
@@ -402,8 +418,23 @@ func (s *session) subscribe(f *Frame) error {
 
 	ctx, cancel := s.reqCtx()
 	defer cancel()
+	// The bus's creations (the topic's stream, the group) count against
+	// the principal's quotas; the subscription itself is counted here,
+	// per connection, since members are shared.
+	ctx = s.gw.bind(ctx, s.principal)
+	release, err := s.gw.holdSubscription(ctx, s.principal)
+	if err != nil {
+		s.mu.Lock()
+		if s.subs[key] == sub {
+			delete(s.subs, key)
+		}
+		s.mu.Unlock()
+		return err
+	}
+	s.mu.Lock()
+	sub.release = release
+	s.mu.Unlock()
 	var members []*member
-	var err error
 	seen := map[string]bool{}
 	for _, t := range sub.topics {
 		if seen[t] {
@@ -426,6 +457,15 @@ func (s *session) subscribe(f *Frame) error {
 			delete(s.subs, key)
 		}
 		s.detachLocked(sub)
+		if sub.left {
+			// The session ended while it joined: it released the
+			// quota, but had no members to leave yet.
+			s.mu.Unlock()
+			for _, m := range members {
+				s.gw.leave(m, sub)
+			}
+			return err
+		}
 		s.mu.Unlock()
 		s.stopBusSub(sub)
 		return err
@@ -569,10 +609,22 @@ func (s *session) endSub(sub *subscription, leases []*lease, reason string) {
 	s.stopBusSub(sub)
 }
 
-// stopBusSub detaches sub from the gateway's members of its group.
+// stopBusSub detaches sub from the gateway's members of its group and
+// gives its quota back, once.
 func (s *session) stopBusSub(sub *subscription) {
-	for _, m := range sub.members {
+	s.mu.Lock()
+	if sub.left {
+		s.mu.Unlock()
+		return
+	}
+	sub.left = true
+	members, release := sub.members, sub.release
+	s.mu.Unlock()
+	for _, m := range members {
 		s.gw.leave(m, sub)
+	}
+	if release != nil {
+		release()
 	}
 }
 
@@ -701,8 +753,12 @@ func (s *session) publish(f *Frame) error {
 	if err := decodeOpts(f.Opts, &o); err != nil {
 		return err
 	}
+	if err := s.gw.limitPublish(s.principal, f.Topic, len(f.Payload)); err != nil {
+		return err
+	}
 	ctx, cancel := s.reqCtx()
 	defer cancel()
+	ctx = s.gw.bind(ctx, s.principal)
 	if ap := s.gw.apub; ap != nil {
 		// Pipelined: frames are stored in the order they arrived; a
 		// waiter answers each once the store acknowledged it.

@@ -74,7 +74,22 @@ func (s *session) subscribeLive(f *Frame) error {
 
 	ctx, cancel := s.reqCtx()
 	defer cancel()
+	ctx = s.gw.bind(ctx, s.principal)
+	release, err := s.gw.holdSubscription(ctx, s.principal)
+	if err != nil {
+		s.mu.Lock()
+		delete(s.lives, f.Topic)
+		s.mu.Unlock()
+		return err
+	}
 	ls, err := s.gw.follow(ctx, f.Topic, o, &sessionLive{s: s, corr: f.Corr})
+	if err != nil {
+		release()
+	} else {
+		ls.mu.Lock()
+		ls.release = release
+		ls.mu.Unlock()
+	}
 	s.mu.Lock()
 	if err != nil {
 		delete(s.lives, f.Topic)

@@ -12,15 +12,18 @@ import (
 	"github.com/eventhub/eventhub/compaction"
 	"github.com/eventhub/eventhub/gateway"
 	"github.com/eventhub/eventhub/jetstream"
+	"github.com/eventhub/eventhub/limits"
 	"github.com/eventhub/eventhub/projector"
 	"github.com/eventhub/eventhub/web"
 )
 
 // FileConfig is the YAML configuration file of the hub: the bus's topics
-// (see jetstream.Config) and the compactors.
+// (see jetstream.Config), the compactors, and the rate limits and quotas
+// (see limits.Config).
 type FileConfig struct {
 	jetstream.Config `yaml:",inline"`
 	Compactors       []compaction.Config `yaml:"compactors"`
+	Limits           limits.Config       `yaml:"limits"`
 }
 
 // LoadConfigFile reads a FileConfig; unknown fields are errors.
@@ -37,6 +40,9 @@ func LoadConfigFile(path string) (FileConfig, error) {
 		return fc, fmt.Errorf("parse config %s: %w", path, err)
 	}
 	if err := fc.Config.Validate(); err != nil {
+		return fc, err
+	}
+	if err := fc.Limits.Validate(); err != nil {
 		return fc, err
 	}
 	for i, c := range fc.Compactors {
@@ -79,6 +85,9 @@ func (h *Hub) startFront() error {
 	gc := c.Gateway
 	gc.Logger = h.log.With("component", "gateway")
 	gc.OnAuthFailure = h.Metrics.AuthFailure
+	if h.limiter != nil {
+		gc.Limiter = gatewayLimiter{h.limiter}
+	}
 	if h.Auth.Configured() {
 		gc.Token = ""
 		gc.Authenticator = gateway.AuthenticatorFunc(func(ctx context.Context, token string) (gateway.Principal, error) {

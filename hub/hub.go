@@ -22,6 +22,7 @@ import (
 	"github.com/eventhub/eventhub/compaction"
 	"github.com/eventhub/eventhub/gateway"
 	"github.com/eventhub/eventhub/jetstream"
+	"github.com/eventhub/eventhub/limits"
 	"github.com/eventhub/eventhub/metrics"
 	"github.com/eventhub/eventhub/outbox"
 	"github.com/eventhub/eventhub/projector"
@@ -92,6 +93,10 @@ type Config struct {
 	OutboxURL string
 	Outbox    outbox.Config
 
+	// Limits are the rate limits and quotas of publishes, connections,
+	// subscriptions and creations (the config file's "limits:").
+	Limits limits.Config
+
 	// Metrics bounds the metrics' label cardinality.
 	Metrics metrics.Config
 
@@ -144,6 +149,12 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("hub: sync %q: want %q or %q", c.Sync, jetstream.SyncDefault, jetstream.SyncAlways)
 	}
+	if err := c.Limits.Validate(); err != nil {
+		return err
+	}
+	if !c.Limits.Account.IsZero() && c.NATSURL != "" {
+		return errors.New("hub: limits.account applies to the embedded server; set an external server's account limits in its own configuration")
+	}
 	return c.Bus.Validate()
 }
 
@@ -174,7 +185,8 @@ type Hub struct {
 	drainer    *outbox.Drainer
 	outbox     *outbox.Store
 	callout    *auth.Callout
-	bg         sync.WaitGroup // background components
+	limiter    *limits.Limiter // nil: nothing limited
+	bg         sync.WaitGroup  // background components
 	cancel     context.CancelFunc
 }
 
@@ -199,10 +211,23 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 		cancel()
 		return nil, err
 	}
+	var lim *limits.Limiter
+	if cfg.Limits.Enabled() {
+		lc := cfg.Limits
+		lc.OnThrottle = m.Throttled
+		if lim, err = limits.New(lc); err != nil {
+			au.Close()
+			cancel()
+			return nil, err
+		}
+	}
 	var na *auth.NATS
 	bc := cfg.Bus
 	bc.Logger = log
 	bc.Observer = m
+	if lim != nil {
+		bc.Guard = lim
+	}
 	oc := jetstream.OpenConfig{URL: cfg.NATSURL, Bus: bc}
 	var callout *auth.Callout
 	if cfg.NATSURL != "" {
@@ -236,7 +261,13 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 	if na != nil {
 		na.SetDirectory(busDirectory{bus})
 	}
-	h := &Hub{cfg: cfg, log: log, Bus: bus, Auth: au, Registry: reg, Metrics: m, cancel: cancel}
+	h := &Hub{cfg: cfg, log: log, Bus: bus, Auth: au, Registry: reg, Metrics: m, cancel: cancel, limiter: lim}
+	if err := h.startLimits(ctx); err != nil {
+		_ = bus.Shutdown(context.WithoutCancel(ctx))
+		au.Close()
+		cancel()
+		return nil, err
+	}
 	if callout != nil {
 		if err := callout.Start(bus.Conn()); err != nil {
 			_ = bus.Shutdown(context.WithoutCancel(ctx))

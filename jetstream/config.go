@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -61,6 +62,24 @@ type Config struct {
 	Logger *slog.Logger `yaml:"-"`
 	// Observer receives the bus's events for metrics; nil observes nothing.
 	Observer Observer `yaml:"-"`
+	// Guard, if set, is asked before the bus creates a topic's stream or a
+	// group's consumer, and when a subscription starts (quotas); nil
+	// allows everything.
+	Guard Guard `yaml:"-"`
+}
+
+// Guard admits the creations and subscriptions a caller asks the bus for;
+// the caller travels in the context (package limits). Its errors are
+// returned to the caller as they are. Implementations must be safe for
+// concurrent use.
+type Guard interface {
+	// CreateTopic is asked before the stream of topic is created.
+	CreateTopic(ctx context.Context, topic string) error
+	// CreateGroup is asked before the durable consumer of group is created.
+	CreateGroup(ctx context.Context, topic, group string) error
+	// Subscribe is asked when a subscription starts; release is called
+	// once when it ends.
+	Subscribe(ctx context.Context) (release func(), err error)
 }
 
 // TopicConfig configures the stream of the topics matching Pattern.

@@ -48,6 +48,11 @@ func (b *Bus) ensureGroup(ctx context.Context, ti *topicInfo, group string, o fa
 	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, fmt.Errorf("group %s of %s: %w", group, ti.topic, translate(err))
 	}
+	if g := b.cfg.Guard; g != nil {
+		if err := g.CreateGroup(ctx, ti.topic, group); err != nil {
+			return nil, err
+		}
+	}
 	next, err := b.startSeq(ctx, ti, o)
 	if err != nil {
 		return nil, err

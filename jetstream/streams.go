@@ -102,6 +102,11 @@ func (b *Bus) lookupTopic(ctx context.Context, topic string, create bool) (*topi
 		}
 		return b.topicFromStream(ctx, topic, s)
 	}
+	if g := b.cfg.Guard; g != nil {
+		if err := g.CreateTopic(ctx, topic); err != nil {
+			return nil, err
+		}
+	}
 	s, err := b.js.CreateStream(ctx, sc)
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 		s, err = b.js.Stream(ctx, sc.Name)

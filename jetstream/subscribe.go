@@ -46,8 +46,9 @@ type subscription struct {
 // subHandle is the [facade.Subscription] of one Subscribe call: one member
 // per topic it reads.
 type subHandle struct {
-	subs []*subscription
-	done chan struct{}
+	subs    []*subscription
+	done    chan struct{}
+	release func() // the Guard's, when it ends
 
 	mu   sync.Mutex
 	left int   // members not yet stopped
@@ -97,6 +98,9 @@ func (h *subHandle) stopped(cause error) {
 	}
 	h.left--
 	if h.left == 0 {
+		if h.release != nil {
+			h.release()
+		}
 		close(h.done)
 	}
 }
@@ -121,6 +125,13 @@ func (b *Bus) Subscribe(ctx context.Context, topic, group string, handler facade
 		return nil, fmt.Errorf("%w: no topic", facade.ErrBadTopic)
 	}
 	h := &subHandle{done: make(chan struct{})}
+	if g := b.cfg.Guard; g != nil {
+		release, err := g.Subscribe(ctx)
+		if err != nil {
+			return nil, err
+		}
+		h.release = release
+	}
 	seen := map[string]bool{}
 	for _, t := range topics {
 		if seen[t] {
@@ -132,6 +143,9 @@ func (b *Bus) Subscribe(ctx context.Context, topic, group string, handler facade
 		if err != nil {
 			h.left--
 			_ = h.Stop(context.WithoutCancel(ctx))
+			if len(h.subs) == 0 && h.release != nil {
+				h.release() // no member started, none will count out
+			}
 			return nil, err
 		}
 		h.subs = append(h.subs, s)

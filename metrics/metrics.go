@@ -45,6 +45,7 @@ type Metrics struct {
 	latencyMs    *prometheus.HistogramVec
 
 	authFailures *prometheus.CounterVec
+	throttled    *prometheus.CounterVec
 
 	mu     sync.Mutex
 	topics map[string]bool
@@ -81,11 +82,13 @@ func New(reg prometheus.Registerer, cfg Config) (*Metrics, error) {
 			Help: "Publish (event ts) to acknowledgement, in milliseconds.", Buckets: msBuckets}, tg),
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "auth_failures_total",
 			Help: "Refused authentications and authorisations, by transport and reason code."}, []string{"transport", "code"}),
+		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "requests_throttled_total",
+			Help: "Requests refused by a rate limit or quota, by principal class (configured, never per token) and reason."}, []string{"class", "reason"}),
 		topics: map[string]bool{},
 		groups: map[[2]string]bool{},
 	}
 	for _, c := range []prometheus.Collector{m.published, m.delivered, m.inflight, m.acked, m.nacked, m.deadLettered,
-		m.handlerMs, m.pollMs, m.latencyMs, m.authFailures} {
+		m.handlerMs, m.pollMs, m.latencyMs, m.authFailures, m.throttled} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -166,4 +169,11 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // AuthFailure counts a refused authentication or authorisation.
 func (m *Metrics) AuthFailure(transport, code string) {
 	m.authFailures.WithLabelValues(transport, code).Inc()
+}
+
+// Throttled counts a request refused by a rate limit or quota. class is a
+// principal class from the limits configuration, so the label's values are
+// bounded by the configuration, not by the tokens in use.
+func (m *Metrics) Throttled(class, reason string) {
+	m.throttled.WithLabelValues(class, reason).Inc()
 }

@@ -5,6 +5,7 @@
 //	eventhub export -topic T   export a topic's events as NDJSON
 //	eventhub topics create T   create topics' streams ahead of their first use
 //	eventhub healthcheck       succeed when the local hub is ready
+//	eventhub bench             load a running hub and report events/s and latency
 //	eventhub token -scopes S   mint a development HS256 token
 //	eventhub version           print the version
 //
@@ -52,6 +53,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return token(args, getenv, stdout, stderr)
 	case "healthcheck":
 		return healthcheck(ctx, args, getenv, stdout, stderr)
+	case "bench":
+		return benchCmd(ctx, args, getenv, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, version())
 		return nil
@@ -68,4 +71,5 @@ const usage = `usage:
   eventhub topics create T…  create the topics' streams now, so native NATS clients can publish to them
   eventhub token -scopes S   mint a development HS256 token signed with $JWT_SECRET
   eventhub healthcheck       exit 0 when the hub on this machine is ready (GET /readyz)
+  eventhub bench             publish and consume load against a running hub (eventhub bench -h lists the flags)
   eventhub version           print the version`

@@ -152,7 +152,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (hu
 		if err != nil {
 			return c, nil, err
 		}
-		c.Bus, c.Compactors = fc.Config, fc.Compactors
+		c.Bus, c.Compactors, c.Limits = fc.Config, fc.Compactors, fc.Limits
 	}
 	return c, log, c.Validate()
 }

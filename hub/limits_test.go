@@ -1,0 +1,173 @@
+package hub_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eventhub/eventhub/acl"
+	"github.com/eventhub/eventhub/auth"
+	"github.com/eventhub/eventhub/client"
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/hub"
+	"github.com/eventhub/eventhub/limits"
+)
+
+func mintSubject(t testing.TB, subject string) string {
+	t.Helper()
+	tok, err := acl.MintHS256(secret, acl.MintClaims{Subject: subject, Scopes: []string{"publish:**", "subscribe:**"}, TTL: time.Hour}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func limitedHub(t *testing.T, lc limits.Config) *hub.Hub {
+	return startHub(t, hub.Config{Memory: true, NATSPort: -1, OpsPort: -1,
+		Auth: auth.Config{JWT: acl.VerifierConfig{Secret: secret}}, Limits: lc})
+}
+
+// TestRateLimitOnEveryWayIn: one principal's bucket is drawn on by its
+// WebSocket and HTTP publishes alike, and each way in says how long to wait.
+func TestRateLimitOnEveryWayIn(t *testing.T) {
+	h := limitedHub(t, limits.Config{Rates: []limits.RateRule{{Events: 2, EventsBurst: 2}}})
+	ctx := t.Context()
+	tok := mintSubject(t, "alice")
+	c := dial(t, h, tok)
+	if _, err := c.Publish(ctx, "rl.t", json.RawMessage(`{}`), facade.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	post := func(token string) *http.Response {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+h.Addr("http")+"/publish/rl.t", strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = resp.Body.Close() })
+		return resp
+	}
+	if r := post(tok); r.StatusCode != http.StatusOK {
+		t.Fatalf("second publish (HTTP): %s", r.Status)
+	}
+	// The bucket is empty: WebSocket gets ERR rate_limited with the wait.
+	_, err := c.Publish(ctx, "rl.t", json.RawMessage(`{}`), facade.PublishOptions{})
+	d, ok := facade.RetryAfter(err)
+	if !errors.Is(err, facade.ErrRateLimited) || !ok || d <= 0 || d > time.Second {
+		t.Fatalf("WebSocket over the limit: %v (retry after %v)", err, d)
+	}
+	// HTTP: 429 with Retry-After in seconds and the exact milliseconds.
+	r := post(tok)
+	body, _ := io.ReadAll(r.Body)
+	ms, _ := strconv.Atoi(r.Header.Get("Eventhub-Retry-After-Ms"))
+	if r.StatusCode != http.StatusTooManyRequests || r.Header.Get("Retry-After") != "1" || ms <= 0 || ms > 1000 ||
+		!strings.Contains(string(body), `"rate_limited"`) {
+		t.Fatalf("HTTP over the limit: %s %v %s", r.Status, r.Header, body)
+	}
+	// Another principal is not affected.
+	if r := post(mintSubject(t, "bob")); r.StatusCode != http.StatusOK {
+		t.Fatalf("bob: %s", r.Status)
+	}
+	// A client that asks for it waits and retries by itself.
+	patient, err := client.Dial(ctx, "ws://"+h.Addr("ws"), client.Config{Token: tok, NoReconnect: true, RateLimitWait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer patient.Close()
+	start := time.Now()
+	for i := range 3 {
+		if _, err := patient.Publish(ctx, "rl.t", json.RawMessage(`{}`), facade.PublishOptions{}); err != nil {
+			t.Fatalf("patient publish %d: %v", i, err)
+		}
+	}
+	if el := time.Since(start); el < 700*time.Millisecond {
+		t.Fatalf("3 publishes at 2/s took %v: the client did not wait", el)
+	}
+	// The throttles are counted by class and reason, not by token.
+	mf, err := h.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, f := range mf {
+		if f.GetName() != "requests_throttled_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() != "class" && l.GetName() != "reason" {
+					t.Fatalf("label %s", l.GetName())
+				}
+			}
+			n += m.GetCounter().GetValue()
+		}
+	}
+	if n < 3 {
+		t.Fatalf("requests_throttled_total = %v, want at least 3", n)
+	}
+}
+
+func TestConnectionAndTopicQuotasThroughTheGateway(t *testing.T) {
+	h := limitedHub(t, limits.Config{Quotas: limits.Quotas{Connections: 1, Topics: 1}})
+	ctx := t.Context()
+	tok := mintSubject(t, "alice")
+	c := dial(t, h, tok)
+	_, err := client.Dial(ctx, "ws://"+h.Addr("ws"), client.Config{Token: tok, NoReconnect: true})
+	if !errors.Is(err, facade.ErrConnectionQuota) {
+		t.Fatalf("second connection: %v, want connection_quota", err)
+	}
+	if _, err := c.Publish(ctx, "tq.one", json.RawMessage(`{}`), facade.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Publish(ctx, "tq.two", json.RawMessage(`{}`), facade.PublishOptions{})
+	if !errors.Is(err, facade.ErrTopicQuota) {
+		t.Fatalf("second topic: %v, want topic_quota", err)
+	}
+	// The first connection is still up, and its close frees the slot.
+	if _, err := c.Publish(ctx, "tq.one", json.RawMessage(`{}`), facade.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	var c2 *client.Client
+	deadline := time.Now().Add(10 * time.Second)
+	for c2 == nil {
+		c2, err = client.Dial(ctx, "ws://"+h.Addr("ws"), client.Config{Token: tok, NoReconnect: true})
+		if err != nil && (!errors.Is(err, facade.ErrConnectionQuota) || time.Now().After(deadline)) {
+			t.Fatalf("after the first connection closed: %v", err)
+		}
+	}
+	_ = c2.Close()
+}
+
+// TestAccountLimitsOfTheEmbeddedServer: NATS enforces the account's
+// stream limit, and the hub reports it as limit_exceeded.
+func TestAccountLimitsOfTheEmbeddedServer(t *testing.T) {
+	h := startHub(t, hub.Config{Memory: true, NATSPort: -1, OpsPort: -1, WSPort: -1, HTTPPort: -1,
+		Limits: limits.Config{Account: limits.AccountLimits{MaxStreams: 3}}})
+	var err error
+	for i := 0; i < 10 && err == nil; i++ {
+		_, err = h.Bus.Publish(t.Context(), fmt.Sprintf("acct.t%d", i), []byte(`{}`), facade.PublishOptions{})
+	}
+	if !errors.Is(err, facade.ErrLimitExceeded) {
+		t.Fatalf("past the account's streams: %v, want limit_exceeded", err)
+	}
+}
+
+// TestLimitsExampleConfigLoads keeps deploy/hub/limits.example.yaml in step
+// with the configuration's keys (unknown keys are errors).
+func TestLimitsExampleConfigLoads(t *testing.T) {
+	fc, err := hub.LoadConfigFile("../deploy/hub/limits.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := fc.Limits
+	if len(l.Rates) != 3 || l.Quotas.Topics != 50 || len(l.Principals) != 1 || l.Account.MaxStreams != 1000 || l.ConnectionsPerIP != 200 {
+		t.Fatalf("loaded %+v", l)
+	}
+}
