@@ -92,6 +92,9 @@ func contains(ss []string, s string) bool {
 }
 
 // testAuth knows the tokens admin, limited, short (expires in 500ms).
+// plainBus hides the optional capabilities (LiveReader, AsyncPublisher).
+type plainBus struct{ facade.Bus }
+
 var testAuth = AuthenticatorFunc(func(_ context.Context, token string) (Principal, error) {
 	switch token {
 	case "admin":
@@ -115,6 +118,7 @@ func TestErrorCodes(t *testing.T) {
 	})
 	fb := faultBus{bus}
 	std := newGateway(t, fb, Config{Authenticator: testAuth})
+	plain := newGateway(t, plainBus{bus}, Config{Authenticator: testAuth})
 	small := newGateway(t, fb, Config{Authenticator: testAuth, MaxFrameBytes: 4096})
 	quick := newGateway(t, fb, Config{Authenticator: testAuth, AuthTimeout: 300 * time.Millisecond, PingInterval: 100 * time.Millisecond, IdleTimeout: 400 * time.Millisecond})
 	publish(t, bus, "nf.t", `1`)
@@ -253,7 +257,7 @@ func TestErrorCodes(t *testing.T) {
 		}},
 		{CodeBadGroup, "groups", func(t *testing.T) {
 			c := admin(t, std)
-			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"a.b"}`, CodeBadGroup, false)
+			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"a.b","group":"a b"}`, CodeBadGroup, false)
 			rawErr(t, c, `{"op":"CURSOR","corr":"k","topic":"a.b","group":"a b"}`, CodeBadGroup, false)
 		}},
 		{CodeBadPayload, "payloads", func(t *testing.T) {
@@ -300,6 +304,10 @@ func TestErrorCodes(t *testing.T) {
 			c := admin(t, std)
 			rawErr(t, c, `{"op":"CURSOR","corr":"k","topic":"nf.t","group":"nobody"}`, CodeNotFound, false)
 			rawErr(t, c, `{"op":"CURSOR","corr":"k","topic":"never.created","group":"nobody"}`, CodeNotFound, false)
+		}},
+		{CodeUnsupported, "no live reader", func(t *testing.T) {
+			c := admin(t, plain)
+			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"un.t"}`, CodeUnsupported, false)
 		}},
 		{CodePublishFailed, "store error", func(t *testing.T) {
 			c := admin(t, std)

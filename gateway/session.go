@@ -421,7 +421,6 @@ func (s *session) subscribe(f *Frame) error {
 	// The bus's creations (the topic's stream, the group) count against
 	// the principal's quotas; the subscription itself is counted here,
 	// per connection, since members are shared.
-	ctx = s.gw.bind(ctx, s.principal)
 	release, err := s.gw.holdSubscription(ctx, s.principal)
 	if err != nil {
 		s.mu.Lock()
@@ -434,6 +433,7 @@ func (s *session) subscribe(f *Frame) error {
 	s.mu.Lock()
 	sub.release = release
 	s.mu.Unlock()
+	ctx = s.gw.bind(ctx, s.principal)
 	var members []*member
 	seen := map[string]bool{}
 	for _, t := range sub.topics {

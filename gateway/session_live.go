@@ -74,7 +74,6 @@ func (s *session) subscribeLive(f *Frame) error {
 
 	ctx, cancel := s.reqCtx()
 	defer cancel()
-	ctx = s.gw.bind(ctx, s.principal)
 	release, err := s.gw.holdSubscription(ctx, s.principal)
 	if err != nil {
 		s.mu.Lock()
@@ -82,6 +81,7 @@ func (s *session) subscribeLive(f *Frame) error {
 		s.mu.Unlock()
 		return err
 	}
+	ctx = s.gw.bind(ctx, s.principal)
 	ls, err := s.gw.follow(ctx, f.Topic, o, &sessionLive{s: s, corr: f.Corr})
 	if err != nil {
 		release()
