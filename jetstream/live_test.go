@@ -1,6 +1,7 @@
 package jetstream_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/natstest"
 	"github.com/eventhub/eventhub/jetstream"
 )
 
@@ -96,5 +98,30 @@ func TestReadAfter(t *testing.T) {
 	res, err = b.ReadAfter(t.Context(), "live.r", sent[0].Seq, 100, func(*facade.EventRecord) error { return nil })
 	if err != nil || res.Complete || res.First != sent[3].Seq || res.Read != 5 {
 		t.Fatalf("read past retention: %+v %v", res, err)
+	}
+}
+
+// TestSubscriptionEndsWithItsConnection: a group subscription on a
+// borrowed connection that its owner closes ends on its own, visibly.
+func TestSubscriptionEndsWithItsConnection(t *testing.T) {
+	srv := natstest.RunEmbedded(t)
+	nc := natstest.InProcessConn(t, srv)
+	b, err := jetstream.New(nc, jetstream.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	sub, err := b.Subscribe(t.Context(), "conn.t", "g", func(context.Context, facade.Delivery) error { return nil }, facade.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	select {
+	case <-sub.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("subscription still running after its connection closed")
+	}
+	if !errors.Is(sub.Err(), facade.ErrClosed) {
+		t.Fatalf("Err %v, want ErrClosed", sub.Err())
 	}
 }

@@ -229,6 +229,13 @@ func (s *subscription) run(cc jetstream.ConsumeContext) {
 				<-cc.Closed()
 				return
 			case <-cc.Closed():
+				if s.b.nc.IsClosed() {
+					// Nothing to resume on: the subscription ends, visibly.
+					s.b.wg.Go(func() {
+						_ = s.stop(context.Background(), fmt.Errorf("%w: the connection closed", facade.ErrClosed))
+					})
+					return
+				}
 				s.b.log.Warn("pull loop ended; resuming", "topic", s.ti.topic, "group", s.group)
 			}
 		}
