@@ -40,6 +40,8 @@ type Gateway struct {
 	liveFanout atomic.Uint64         // live events queued to subscribers
 	liveDrops  atomic.Uint64         // live subscriptions ended as too slow
 
+	done chan struct{} // closed by Shutdown
+
 	mu       sync.Mutex
 	sessions map[*session]transport
 	servers  map[*http.Server]struct{}
@@ -69,6 +71,7 @@ func New(bus facade.Bus, cfg Config) (*Gateway, error) {
 		sessions: make(map[*session]transport),
 		servers:  make(map[*http.Server]struct{}),
 		members:  make(map[memberKey]*member),
+		done:     make(chan struct{}),
 		live:     make(map[string]*liveTopic),
 	}
 	g.apub, _ = bus.(facade.AsyncPublisher)
@@ -85,11 +88,13 @@ func New(bus facade.Bus, cfg Config) (*Gateway, error) {
 	g.mux.HandleFunc("GET /{$}", g.serveWS)
 	g.mux.HandleFunc("GET /ws", g.serveWS)
 	g.mux.HandleFunc("POST /publish/{topic}", g.servePublish)
+	g.mux.HandleFunc("GET /sse/{topic}", g.serveSSE)
 	return g, nil
 }
 
 // Handler returns the gateway's HTTP handler: WebSocket upgrades on "/" and
-// "/ws", and "POST /publish/{topic}".
+// "/ws", "POST /publish/{topic}" and the Server-Sent Events of
+// "GET /sse/{topic}".
 func (g *Gateway) Handler() http.Handler { return g.mux }
 
 // Config returns the gateway's configuration with defaults applied.
@@ -252,6 +257,9 @@ func (h hijackWrapper) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // returns ctx.Err() if they did not in time. It does not close the bus.
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.mu.Lock()
+	if !g.closed {
+		close(g.done)
+	}
 	g.closed = true
 	servers := make([]*http.Server, 0, len(g.servers))
 	for s := range g.servers {

@@ -1,0 +1,201 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/eventhub/eventhub/facade"
+)
+
+// Server-Sent Events: GET /sse/{topic} follows a topic as a live WebSocket
+// subscription does, for clients that cannot speak WebSocket (proxies that
+// block it, curl). Each event is sent with its stream position as the SSE
+// id, so an EventSource that reconnects resumes through the same recovery
+// (its Last-Event-ID header), with no gap and no duplicate.
+//
+// The token comes in the Authorization header, or, for EventSource, which
+// cannot set headers, in the access_token query parameter (RFC 6750). The
+// hub never logs request URLs.
+
+// sseSink is the sink of one SSE stream: a bounded queue that the handler
+// goroutine drains.
+type sseSink struct {
+	q    chan []byte
+	slow chan struct{} // closed when the queue overflowed
+	once sync.Once
+}
+
+func (k *sseSink) sendLive(ev *liveEvent) bool {
+	select {
+	case k.q <- ev.sseFrame():
+		return true
+	default:
+		k.once.Do(func() { close(k.slow) })
+		return false
+	}
+}
+
+func (k *sseSink) sendReady(r liveReady) {
+	b := fmt.Appendf(nil, "event: ready\ndata: {\"recovered\":%t,\"seq\":%d", r.Recovered, r.Seq)
+	if r.First != 0 {
+		b = fmt.Appendf(b, ",\"first\":%d", r.First)
+	}
+	b = append(b, "}\n\n"...)
+	select {
+	case k.q <- b:
+	default:
+		k.once.Do(func() { close(k.slow) })
+	}
+}
+
+// serveSSE is GET /sse/{topic}[?since=seq|&snapshot=true].
+func (g *Gateway) serveSSE(w http.ResponseWriter, r *http.Request) {
+	if !g.cfg.originAllowed(r.Header.Get("Origin"), r.Host) {
+		writeHTTPError(w, errorf(CodeForbidden, "origin not allowed"))
+		return
+	}
+	if tok := r.URL.Query().Get("access_token"); tok != "" && r.Header.Get("Authorization") == "" {
+		r.Header.Set("Authorization", "Bearer "+tok)
+	}
+	p, err := g.authenticateHTTP(r)
+	if err != nil {
+		code, _ := toWire(err, CodeBadToken)
+		g.authFailed("sse", code)
+		writeHTTPError(w, err)
+		return
+	}
+	topic := r.PathValue("topic")
+	if err := facade.ValidateTopic(topic); err != nil {
+		writeHTTPError(w, err)
+		return
+	}
+	if !p.Allow(ActionSubscribe, topic, "") {
+		g.authFailed("sse", CodeForbidden)
+		writeHTTPError(w, errorf(CodeForbidden, "no subscribe permission on %s", topic))
+		return
+	}
+	opts, err := sseOptions(r)
+	if err != nil {
+		writeHTTPError(w, err)
+		return
+	}
+	g.mu.Lock()
+	closed := g.closed
+	if !closed {
+		g.wg.Add(1)
+	}
+	g.mu.Unlock()
+	if closed {
+		writeHTTPError(w, ErrGoingAway)
+		return
+	}
+	defer g.wg.Done()
+
+	release, err := g.holdSubscription(r.Context(), p)
+	if err != nil {
+		writeHTTPError(w, err)
+		return
+	}
+	sink := &sseSink{q: make(chan []byte, g.cfg.OutboundQueue), slow: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(g.bind(r.Context(), p), g.cfg.RequestTimeout)
+	ls, err := g.follow(ctx, topic, opts, sink)
+	cancel()
+	if err != nil {
+		release()
+		writeHTTPError(w, err)
+		return
+	}
+	ls.mu.Lock()
+	ls.release = release
+	ls.mu.Unlock()
+	defer g.unfollow(ls)
+
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // proxies: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	var expired <-chan time.Time
+	if exp := p.ExpiresAt(); !exp.IsZero() {
+		t := time.NewTimer(time.Until(exp))
+		defer t.Stop()
+		expired = t.C
+	}
+	ping := time.NewTicker(g.cfg.PingInterval)
+	defer ping.Stop()
+	write := func(b []byte) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(g.cfg.WriteTimeout))
+		if _, err := w.Write(b); err != nil {
+			return false
+		}
+		// Write what else is queued before flushing: one flush a burst.
+		for {
+			select {
+			case more := <-sink.q:
+				if _, err := w.Write(more); err != nil {
+					return false
+				}
+				continue
+			default:
+			}
+			break
+		}
+		return rc.Flush() == nil
+	}
+	for {
+		select {
+		case b := <-sink.q:
+			if !write(b) {
+				return
+			}
+		case <-ping.C:
+			if !write([]byte(": keepalive\n\n")) {
+				return
+			}
+		case <-sink.slow:
+			g.liveDrops.Add(1)
+			_ = write([]byte("event: error\ndata: {\"code\":\"slow_client\"}\n\n"))
+			return
+		case <-expired:
+			_ = write([]byte("event: error\ndata: {\"code\":\"token_expired\"}\n\n"))
+			return
+		case <-g.done:
+			_ = write([]byte("event: error\ndata: {\"code\":\"going_away\"}\n\n"))
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// sseOptions reads since (or the Last-Event-ID an EventSource sends when it
+// reconnects) and snapshot.
+func sseOptions(r *http.Request) (LiveOptions, error) {
+	var o LiveOptions
+	q := r.URL.Query()
+	since := q.Get("since")
+	if id := strings.TrimSpace(r.Header.Get("Last-Event-ID")); id != "" {
+		since = id
+	}
+	if since != "" {
+		seq, err := strconv.ParseUint(since, 10, 64)
+		if err != nil {
+			return o, errorf(CodeBadRequest, "since / Last-Event-ID: want a stream position, not %q", since)
+		}
+		o.Since = &LivePosition{Seq: seq}
+	}
+	switch q.Get("snapshot") {
+	case "", "false":
+	case "true":
+		o.Snapshot = o.Since == nil // a resumed stream continues from its position
+	default:
+		return o, errorf(CodeBadRequest, "snapshot: want true or false")
+	}
+	return o, nil
+}
