@@ -43,7 +43,8 @@ type Client struct {
 	cur   *conn         // nil while disconnected
 	ready chan struct{} // closed when cur is set, or the client closed or failed
 	subs  map[subKey]*subscription
-	fatal error // set when the client gave up (closed, or refused on reconnect)
+	lives map[string]*follow // live subscriptions by topic
+	fatal error              // set when the client gave up (closed, or refused on reconnect)
 	done  chan struct{}
 	// life is cancelled by Close: it bounds reconnect attempts.
 	life    context.Context
@@ -66,11 +67,12 @@ func Dial(ctx context.Context, url string, cfg Config) (*Client, error) {
 	life, endLife := context.WithCancel(context.Background())
 	c := &Client{
 		life: life, endLife: endLife,
-		url:  url,
-		cfg:  cfg,
-		log:  cfg.Logger,
-		subs: make(map[subKey]*subscription),
-		done: make(chan struct{}),
+		url:   url,
+		cfg:   cfg,
+		log:   cfg.Logger,
+		subs:  make(map[subKey]*subscription),
+		lives: make(map[string]*follow),
+		done:  make(chan struct{}),
 		dialer: websocket.Dialer{
 			HandshakeTimeout: cfg.HandshakeTimeout,
 			NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -210,6 +212,21 @@ func (c *Client) resubscribe(ctx context.Context, cn *conn) error {
 			return fmt.Errorf("resubscribe %s/%s: %w", s.key.topic, s.key.group, err)
 		}
 	}
+	c.mu.Lock()
+	lives := make([]*follow, 0, len(c.lives))
+	for _, f := range c.lives {
+		lives = append(lives, f)
+	}
+	c.mu.Unlock()
+	for _, f := range lives {
+		r, err := cn.request(ctx, f.frame(0, false))
+		if err != nil && !errors.Is(err, gateway.ErrAlreadySubscribed) {
+			return fmt.Errorf("follow %s again: %w", f.topic, err)
+		}
+		if err == nil {
+			f.checkRecovered(r)
+		}
+	}
 	return nil
 }
 
@@ -246,16 +263,39 @@ func (c *Client) giveUp(err error) {
 		subs = append(subs, s)
 	}
 	clear(c.subs)
+	lives := c.takeLives()
 	c.mu.Unlock()
 	for _, s := range subs {
 		s.endedBy(err)
 	}
+	for _, f := range lives {
+		f.end(err)
+	}
+}
+
+// takeLives empties the live subscriptions (c.mu held).
+func (c *Client) takeLives() []*follow {
+	lives := make([]*follow, 0, len(c.lives))
+	for _, f := range c.lives {
+		lives = append(lives, f)
+	}
+	clear(c.lives)
+	return lives
 }
 
 // revoked ends the subscription that the gateway ended (an ERR naming its
 // topic and group, sent when new credentials lack the right to it).
 func (c *Client) revoked(f *gateway.Frame) {
 	c.mu.Lock()
+	if f.Group == "" {
+		l := c.lives[f.Topic]
+		delete(c.lives, f.Topic)
+		c.mu.Unlock()
+		if l != nil {
+			l.end(&facade.Error{Code: f.Code, Msg: f.Msg})
+		}
+		return
+	}
 	s := c.subs[subKey{f.Topic, f.Group}]
 	if s != nil {
 		delete(c.subs, s.key)
@@ -319,6 +359,7 @@ func (c *Client) Close() error {
 		subs = append(subs, s)
 	}
 	clear(c.subs)
+	lives := c.takeLives()
 	select {
 	case <-c.ready:
 	default:
@@ -338,6 +379,9 @@ func (c *Client) Close() error {
 	for _, s := range subs {
 		s.wg.Wait()
 		s.end(fmt.Errorf("%w: the client closed", facade.ErrClosed))
+	}
+	for _, f := range lives {
+		f.end(fmt.Errorf("%w: the client closed", facade.ErrClosed))
 	}
 	return nil
 }
@@ -442,7 +486,7 @@ func (cn *conn) read() {
 			if f.Corr == "" {
 				if f.Op == gateway.OpErr {
 					cn.c.log.Warn("gateway error", "code", f.Code, "msg", f.Msg)
-					if f.Topic != "" && f.Group != "" {
+					if f.Topic != "" {
 						cn.c.revoked(f)
 					}
 				}

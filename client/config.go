@@ -42,6 +42,13 @@ type Config struct {
 	// NoReconnect: when the connection drops, the client fails every call
 	// with an error wrapping facade.ErrUnavailable instead of reconnecting.
 	NoReconnect bool
+	// OnLiveGap, if set, is called when a live subscription ([Client.Follow])
+	// resumed after a reconnect but the stream no longer holds every
+	// event after the last one it saw (retention or compaction removed
+	// some, or more than the gateway's recovery limit followed): the events
+	// from first on were sent, those between last and first are lost to
+	// this subscriber. It runs on the connection's reader; return quickly.
+	OnLiveGap func(topic string, last, first uint64)
 	// RateLimitWait, when positive, makes Publish wait and retry by itself
 	// when the gateway answers rate_limited, for at most this long in all
 	// (and never past the ctx's deadline); then it returns the last

@@ -244,6 +244,15 @@ func isGone(err error) bool {
 // dispatch runs on the connection's reader goroutine: it starts the
 // handler of one EVENT and never blocks.
 func (c *Client) dispatch(cn *conn, f *gateway.Frame) {
+	if f.Group == "" && f.Event != nil {
+		c.mu.Lock()
+		l := c.lives[f.Topic]
+		c.mu.Unlock()
+		if l != nil {
+			l.deliver(f.Event)
+		}
+		return
+	}
 	if f.Event == nil || f.Ctx == nil {
 		c.log.Warn("EVENT without event or ctx", "topic", f.Topic, "group", f.Group)
 		return

@@ -2,11 +2,10 @@ package facade
 
 import "context"
 
-// LiveReader is the optional capability behind live subscriptions (no
-// group, no acks, no cursor kept by the hub): following a topic from a
-// stream position, and reading what a topic holds after a position to
-// recover what a client missed.
-type LiveReader interface {
+// Follower is the optional capability of live subscriptions (no group, no
+// acks, no cursor kept by the hub): following a topic from a stream
+// position.
+type Follower interface {
 	// Follow hands fn every event of topic stored after stream position
 	// after ([AfterNow]: after the last event stored when Follow is
 	// called; 0: from the beginning), in
@@ -15,6 +14,13 @@ type LiveReader interface {
 	// so an event published after it returns is delivered. The topic's
 	// stream is created if needed.
 	Follow(ctx context.Context, topic string, after uint64, fn func(*EventRecord)) (Subscription, error)
+}
+
+// LiveReader is a [Follower] that can also read what a topic holds after a
+// position, to recover what a client missed: what a gateway needs to serve
+// live subscriptions.
+type LiveReader interface {
+	Follower
 	// ReadAfter hands fn the events of topic stored after stream position
 	// after, in order, up to limit of them, and stops at the end of the
 	// stream as it is while it reads. An error from fn stops the read and

@@ -1,6 +1,7 @@
 package facadetest
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -178,5 +179,61 @@ func testEndedByClose(t *testing.T, env Env) {
 	}
 	if _, err := b.Subscribe(t.Context(), topic, group, c.handle, facade.SubscribeOptions{}); err == nil {
 		t.Fatal("subscribe on a closed bus succeeded")
+	}
+}
+
+// testFollow: a live subscription gets what is stored after its position
+// (or from now on), in order, with positions, and nothing once stopped.
+func testFollow(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	f, ok := b.(facade.Follower)
+	if !ok {
+		t.Skip("the bus cannot follow topics")
+	}
+	topic, _ := names(t)
+	first := publish(t, b, topic, `{"n":0}`, facade.PublishOptions{})
+	now := make(chan *facade.EventRecord, 100)
+	from := make(chan *facade.EventRecord, 100)
+	sub, err := f.Follow(t.Context(), topic, facade.AfterNow, func(e *facade.EventRecord) { now <- e })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Stop(context.Background()) })
+	// Another bus: over WebSocket a connection follows a topic once.
+	f2 := env.NewBus(t).(facade.Follower)
+	sub2, err := f2.Follow(t.Context(), topic, first.Seq, func(e *facade.EventRecord) { from <- e })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub2.Stop(context.Background()) })
+	sent := publishN(t, b, topic, 3)
+	next := func(ch chan *facade.EventRecord) *facade.EventRecord {
+		t.Helper()
+		select {
+		case e := <-ch:
+			return e
+		case <-time.After(waitTimeout):
+			t.Fatal("nothing followed")
+			return nil
+		}
+	}
+	for _, ch := range []chan *facade.EventRecord{now, from} {
+		for i, want := range sent {
+			if e := next(ch); e.ID != want.ID || e.Seq != want.Seq {
+				t.Fatalf("followed event %d: %s at %d, want %s at %d", i, e.ID, e.Seq, want.ID, want.Seq)
+			}
+		}
+	}
+	if err := sub.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, b, topic, `{"n":9}`, facade.PublishOptions{})
+	if e := next(from); e.Seq <= sent[2].Seq {
+		t.Fatalf("after the stop the other follower got %d", e.Seq)
+	}
+	select {
+	case e := <-now:
+		t.Fatalf("stopped follower got %s", e.ID)
+	case <-time.After(200 * time.Millisecond):
 	}
 }

@@ -49,6 +49,7 @@ func Run(t *testing.T, env Env) {
 		{"DrainWaitsForSettlement", testDrain, false},
 		{"StopHandsBack", testStop, false},
 		{"SubscriptionEndedByClose", testEndedByClose, false},
+		{"FollowLive", testFollow, false},
 		{"Filter", testFilter, env.Features.NoFilter},
 		{"KeyedEventsAndLatestByKey", testKeys, env.Features.NoKeys},
 		{"PlainNATSPublisherToHub", testInteropIn, env.NATS == nil},

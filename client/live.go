@@ -1,0 +1,149 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/gateway"
+)
+
+var _ facade.Follower = (*Client)(nil)
+
+// follow is one live subscription of the client; it survives reconnects.
+type follow struct {
+	c     *Client
+	topic string
+	fn    func(*facade.EventRecord)
+	last  atomic.Uint64 // position of the last event handed to fn
+
+	done  chan struct{}
+	ended sync.Once
+	err   error
+}
+
+var _ facade.Subscription = (*follow)(nil)
+
+// frame is the SUBSCRIBE that (re)starts the subscription: after the last
+// event it saw, or after `after` the first time.
+func (f *follow) frame(after uint64, first bool) *gateway.Frame {
+	fr := &gateway.Frame{Op: gateway.OpSubscribe, Topic: f.topic}
+	pos := f.last.Load()
+	if first {
+		if after == facade.AfterNow {
+			return fr
+		}
+		pos = after
+	}
+	fr.Opts, _ = json.Marshal(gateway.LiveOptions{Since: &gateway.LivePosition{Seq: pos}})
+	return fr
+}
+
+// Follow implements [facade.Follower] with a live SUBSCRIBE (no group): fn
+// gets every event of topic stored after position after ([facade.AfterNow]:
+// from now on), in order, on the connection's reader goroutine (so fn
+// should return quickly). When the connection drops, the client subscribes
+// again with since = the last position fn saw, and the gateway sends what
+// was missed first; when the stream no longer holds all of it,
+// Config.OnLiveGap is called.
+func (c *Client) Follow(ctx context.Context, topic string, after uint64, fn func(*facade.EventRecord)) (facade.Subscription, error) {
+	if fn == nil {
+		return nil, fmt.Errorf("%w: nil handler", facade.ErrInvalidOption)
+	}
+	if err := facade.ValidateTopic(topic); err != nil {
+		return nil, err
+	}
+	f := &follow{c: c, topic: topic, fn: fn, done: make(chan struct{})}
+	if after != facade.AfterNow {
+		f.last.Store(after)
+	}
+	c.mu.Lock()
+	if c.fatal != nil {
+		err := c.fatal
+		c.mu.Unlock()
+		return nil, err
+	}
+	if c.lives[topic] != nil {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: already following %s", gateway.ErrAlreadySubscribed, topic)
+	}
+	c.lives[topic] = f
+	c.mu.Unlock()
+	r, err := c.call(ctx, f.frame(after, true))
+	if err != nil {
+		c.mu.Lock()
+		if c.lives[topic] == f {
+			delete(c.lives, topic)
+		}
+		c.mu.Unlock()
+		return nil, err
+	}
+	f.checkRecovered(r)
+	return f, nil
+}
+
+// checkRecovered reports an incomplete recovery.
+func (f *follow) checkRecovered(r *gateway.Frame) {
+	if r.Recovered != nil && !*r.Recovered {
+		f.c.log.Warn("live subscription resumed with a gap: the stream no longer holds every event after the last one seen",
+			"topic", f.topic, "last", f.last.Load(), "first", r.First)
+		if cb := f.c.cfg.OnLiveGap; cb != nil {
+			cb(f.topic, f.last.Load(), r.First)
+		}
+	}
+}
+
+// deliver hands one live EVENT to fn, in order, once.
+func (f *follow) deliver(e *facade.EventRecord) {
+	if e.Seq != 0 && e.Seq <= f.last.Load() {
+		return
+	}
+	f.last.Store(e.Seq)
+	f.fn(e)
+}
+
+// Stop implements [facade.Subscription] with UNSUBSCRIBE.
+func (f *follow) Stop(ctx context.Context) error {
+	c := f.c
+	c.mu.Lock()
+	mine := c.lives[f.topic] == f
+	if mine {
+		delete(c.lives, f.topic)
+	}
+	c.mu.Unlock()
+	defer f.end(nil)
+	if !mine {
+		return nil
+	}
+	_, err := c.call(ctx, &gateway.Frame{Op: gateway.OpUnsubscribe, Topic: f.topic})
+	if err != nil && !isGone(err) {
+		return err
+	}
+	return nil
+}
+
+// Drain implements [facade.Subscription]: nothing to settle, so it is Stop.
+func (f *follow) Drain(ctx context.Context) error { return f.Stop(ctx) }
+
+// Done implements [facade.Subscription].
+func (f *follow) Done() <-chan struct{} { return f.done }
+
+// Err implements [facade.Subscription].
+func (f *follow) Err() error {
+	select {
+	case <-f.done:
+		return f.err
+	default:
+		return nil
+	}
+}
+
+func (f *follow) end(cause error) {
+	f.ended.Do(func() {
+		f.err = cause
+		close(f.done)
+	})
+}
