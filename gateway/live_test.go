@@ -56,6 +56,9 @@ func TestLiveFanOut(t *testing.T) {
 	if followers != 1 {
 		t.Fatalf("%d followers for one topic", followers)
 	}
+	if st := g.Stats(); st.LiveSubscribers["live.t"] != 2 || st.GroupMembers != 1 {
+		t.Fatalf("stats: %d live subscribers of live.t, %d group members; want 2 and 1", st.LiveSubscribers["live.t"], st.GroupMembers)
+	}
 	var sent []*facade.EventRecord
 	for i := range 5 {
 		sent = append(sent, publish(t, bus, "live.t", fmt.Sprint(i)))
@@ -86,6 +89,9 @@ func TestLiveFanOut(t *testing.T) {
 	publish(t, bus, "live.t", `"after"`)
 	a.noEvent(300 * time.Millisecond)
 	b.liveEvents(1)
+	if st := g.Stats(); st.LiveFanout < 11 {
+		t.Fatalf("live fan-out %d, want at least 11", st.LiveFanout)
+	}
 	b.c.Close()
 	testutil.CheckFor(t, 5*time.Second, func() error {
 		g.liveMu.Lock()

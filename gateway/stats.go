@@ -13,6 +13,15 @@ type SubscriptionStats struct {
 type Stats struct {
 	Connections   int
 	Subscriptions []SubscriptionStats
+	// GroupMembers is how many bus members (one pull each) the gateway
+	// runs: one per topic and group its connections subscribe to.
+	GroupMembers int
+	// LiveSubscribers counts the live subscriptions (WebSocket and SSE)
+	// per topic; the gateway follows each of these topics once.
+	LiveSubscribers map[string]int
+	// LiveFanout counts the live events queued to subscribers so far;
+	// LiveDrops the live subscriptions ended as too slow.
+	LiveFanout, LiveDrops uint64
 }
 
 // Stats returns a snapshot of the open connections and their subscriptions.
@@ -23,7 +32,22 @@ func (g *Gateway) Stats() Stats {
 		sessions = append(sessions, s)
 	}
 	g.mu.Unlock()
-	st := Stats{Connections: len(sessions)}
+	st := Stats{Connections: len(sessions), LiveSubscribers: map[string]int{}}
+	g.membersMu.Lock()
+	st.GroupMembers = len(g.members)
+	g.membersMu.Unlock()
+	g.liveMu.Lock()
+	topics := make([]*liveTopic, 0, len(g.live))
+	for _, lt := range g.live {
+		topics = append(topics, lt)
+	}
+	g.liveMu.Unlock()
+	for _, lt := range topics {
+		lt.mu.Lock()
+		st.LiveSubscribers[lt.topic] = len(lt.subs)
+		lt.mu.Unlock()
+	}
+	st.LiveFanout, st.LiveDrops = g.liveFanout.Load(), g.liveDrops.Load()
 	for _, s := range sessions {
 		s.mu.Lock()
 		for k, sub := range s.subs {
