@@ -42,18 +42,8 @@ type httpError struct {
 // servePublish is POST /publish/{topic}: the body is the payload, the
 // Eventhub-* headers the options.
 func (g *Gateway) servePublish(w http.ResponseWriter, r *http.Request) {
-	if !g.cfg.originAllowed(r.Header.Get("Origin"), r.Host) {
-		writeHTTPError(w, errorf(CodeForbidden, "origin not allowed"))
-		return
-	}
-	p, err := g.authenticateHTTP(r)
-	if err != nil {
-		code, _ := toWire(err, CodeBadToken)
-		g.authFailed("http", code)
-		if code == CodeUnauthorized || code == CodeBadToken {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="eventhub"`)
-		}
-		writeHTTPError(w, err)
+	p, ok := g.httpPrincipal(w, r, "http")
+	if !ok {
 		return
 	}
 	topic := r.PathValue("topic")
@@ -99,6 +89,26 @@ func (g *Gateway) servePublish(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(publishResponse{ID: rec.ID, Seq: rec.Seq, TS: rec.TS})
+}
+
+// httpPrincipal checks the request's Origin and bearer token, answering
+// the refusal itself (false) when they do not pass.
+func (g *Gateway) httpPrincipal(w http.ResponseWriter, r *http.Request, transport string) (Principal, bool) {
+	if !g.cfg.originAllowed(r.Header.Get("Origin"), r.Host) {
+		writeHTTPError(w, errorf(CodeForbidden, "origin not allowed"))
+		return nil, false
+	}
+	p, err := g.authenticateHTTP(r)
+	if err != nil {
+		code, _ := toWire(err, CodeBadToken)
+		g.authFailed(transport, code)
+		if code == CodeUnauthorized || code == CodeBadToken {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="eventhub"`)
+		}
+		writeHTTPError(w, err)
+		return nil, false
+	}
+	return p, true
 }
 
 // authenticateHTTP checks the bearer token, if authentication is on.

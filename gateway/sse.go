@@ -55,18 +55,11 @@ func (k *sseSink) sendReady(r liveReady) {
 
 // serveSSE is GET /sse/{topic}[?since=seq|&snapshot=true].
 func (g *Gateway) serveSSE(w http.ResponseWriter, r *http.Request) {
-	if !g.cfg.originAllowed(r.Header.Get("Origin"), r.Host) {
-		writeHTTPError(w, errorf(CodeForbidden, "origin not allowed"))
-		return
-	}
 	if tok := r.URL.Query().Get("access_token"); tok != "" && r.Header.Get("Authorization") == "" {
 		r.Header.Set("Authorization", "Bearer "+tok)
 	}
-	p, err := g.authenticateHTTP(r)
-	if err != nil {
-		code, _ := toWire(err, CodeBadToken)
-		g.authFailed("sse", code)
-		writeHTTPError(w, err)
+	p, ok := g.httpPrincipal(w, r, "sse")
+	if !ok {
 		return
 	}
 	topic := r.PathValue("topic")

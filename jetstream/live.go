@@ -16,7 +16,7 @@ var _ facade.LiveReader = (*Bus)(nil)
 // readBatch is how many events one fetch of ReadAfter asks for.
 const readBatch = 500
 
-// Follow implements [facade.LiveReader] with an ordered consumer: ephemeral,
+// Follow implements [facade.Follower] with an ordered consumer: ephemeral,
 // ack-less and in memory on the server; nats.go re-creates it from the last
 // sequence seen when it stalls or the server restarts, so fn sees no gap
 // and no duplicate.
@@ -31,27 +31,38 @@ func (b *Bus) Follow(ctx context.Context, topic string, after uint64, fn func(*f
 	if err != nil {
 		return nil, err
 	}
-	rctx, cancel := b.withTimeout(ctx)
-	defer cancel()
 	if after == facade.AfterNow {
 		// From the stream's end as of now (nats.go creates an ordered
 		// consumer when it starts consuming, so "deliver new" would start
 		// later than this call).
+		rctx, cancel := b.withTimeout(ctx)
 		info, err := ti.stream.Info(rctx)
+		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("follow %s: %w", topic, translate(err))
 		}
 		after = info.State.LastSeq
 	}
+	return b.follow(ctx, ti, ti.filters, after, func(_ context.Context, e *facade.EventRecord) error {
+		fn(e)
+		return nil
+	})
+}
+
+// follow starts a follower of filters in ti's stream after position after.
+// An error from fn ends it (Err returns that error).
+func (b *Bus) follow(ctx context.Context, ti *topicInfo, filters []string, after uint64, fn func(context.Context, *facade.EventRecord) error) (*follower, error) {
+	rctx, cancel := b.withTimeout(ctx)
+	defer cancel()
 	oc, err := ti.stream.OrderedConsumer(rctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: ti.filters,
+		FilterSubjects: filters,
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:    after + 1,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("follow %s: %w", topic, translate(err))
+		return nil, fmt.Errorf("follow %s: %w", ti.topic, translate(err))
 	}
-	f := &follower{b: b, topic: topic, fn: fn, done: make(chan struct{})}
+	f := &follower{b: b, topic: ti.topic, fn: fn, last: after, done: make(chan struct{})}
 	f.ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
 
 	b.subsMu.Lock()
@@ -67,13 +78,13 @@ func (b *Bus) Follow(ctx context.Context, topic string, after uint64, fn func(*f
 		jetstream.PullExpiry(b.cfg.PullExpiry),
 		jetstream.PullHeartbeat(b.cfg.PullHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			b.log.Debug("follow", "topic", topic, "err", err)
+			b.log.Debug("follow", "topic", ti.topic, "err", err)
 		}),
 	)
 	if err != nil {
 		b.wg.Done()
 		f.cancel()
-		return nil, fmt.Errorf("follow %s: %w", topic, translate(err))
+		return nil, fmt.Errorf("follow %s: %w", ti.topic, translate(err))
 	}
 	go func() {
 		defer b.wg.Done()
@@ -82,11 +93,12 @@ func (b *Bus) Follow(ctx context.Context, topic string, after uint64, fn func(*f
 	return f, nil
 }
 
-// follower is one Follow subscription.
+// follower is one subscription that follows a stream without a group.
 type follower struct {
 	b     *Bus
 	topic string
-	fn    func(*facade.EventRecord)
+	fn    func(context.Context, *facade.EventRecord) error
+	last  uint64 // the last position handed to fn (the onMsg goroutine's)
 
 	ctx    context.Context // cancelled when it stops
 	cancel context.CancelFunc
@@ -98,6 +110,7 @@ type follower struct {
 
 var _ facade.Subscription = (*follower)(nil)
 
+// onMsg runs on the ordered consumer's goroutine, one message at a time.
 func (f *follower) onMsg(msg jetstream.Msg) {
 	if f.ctx.Err() != nil {
 		return
@@ -106,7 +119,15 @@ func (f *follower) onMsg(msg jetstream.Msg) {
 	if err != nil {
 		return
 	}
-	f.fn(fromMsg(msg.Subject(), msg.Headers(), msg.Data(), meta.Sequence.Stream, meta.Timestamp))
+	seq := meta.Sequence.Stream
+	if seq <= f.last {
+		return // never twice
+	}
+	f.last = seq
+	if err := f.fn(f.ctx, fromMsg(msg.Subject(), msg.Headers(), msg.Data(), seq, meta.Timestamp)); err != nil {
+		f.endedBy(err)
+		f.cancel()
+	}
 }
 
 func (f *follower) run(cc jetstream.ConsumeContext) {
@@ -149,7 +170,8 @@ func (f *follower) Drain(ctx context.Context) error { return f.Stop(ctx) }
 // Done implements [facade.Subscription].
 func (f *follower) Done() <-chan struct{} { return f.done }
 
-// Err implements [facade.Subscription].
+// Err implements [facade.Subscription]: what ended it on its own (an error
+// of its handler, or ErrClosed when the bus or its connection closed).
 func (f *follower) Err() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
