@@ -35,6 +35,9 @@ type member struct {
 	space chan struct{} // a lease ended or the attached set changed
 }
 
+// memberBatch is how many events a member's pull asks for at least.
+const memberBatch = 500
+
 // dispatchBurst is how many events in a row one subscription gets before
 // the next one's turn: consecutive EVENT frames to one connection go out in
 // one write, where strict round robin would cost a write per event.

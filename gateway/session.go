@@ -394,7 +394,10 @@ func (s *session) subscribe(f *Frame) error {
 		bo.GroupMaxInFlight = cfg.GroupMaxInFlight
 		bo.MaxInFlight = min(cfg.GroupMaxInFlight, 100_000)
 	}
-	bo.BatchSize = min(o.WithDefaults().BatchSize, facade.DefaultBatchSize)
+	// The member pulls for every connection of the group on this gateway:
+	// as nats.go does by default (500), or what the client asked if more,
+	// within the member's window.
+	bo.BatchSize = min(max(o.BatchSize, memberBatch), bo.MaxInFlight)
 	bo.AckTimeoutMs = ackTimeout.Milliseconds()
 	bo.Filter = nil
 
