@@ -458,9 +458,13 @@ export class EventHubClient extends EventTarget {
     if (!sub) throw new EventHubError("not_subscribed", `not following ${topic}`);
     this._lives.delete(topic);
     sub._closed = true;
-    if (this._state !== State.OPEN) return; // the server side ended with the connection
+    // Nothing to end on the gateway when the connection it was subscribed
+    // on is gone. It may be subscribed on the socket that is reconnecting
+    // (e.g. unlive from onReady), so the state is not the test.
+    const ws = this._ws;
+    if (!ws || ws.readyState !== 1 || sub._gen !== this._gen) return;
     try {
-      await this._request({ op: "UNSUBSCRIBE", topic }, this._gen);
+      await this._request({ op: "UNSUBSCRIBE", topic }, sub._gen);
     } catch (err) {
       if (err.code === "not_subscribed" || err.code === "unavailable") return;
       throw err;
