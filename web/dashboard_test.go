@@ -166,13 +166,56 @@ func TestDashboard(t *testing.T) {
 		t.Fatal("the Go subscriber got nothing from the page's form")
 	}
 
-	// Topics and lag from the ops endpoints: the page's own group on
-	// process.state has acknowledged everything, the Go group on dash.test too.
-	b.waitJS(t, "the lag of the page's group", `(() => {
-		const r = document.querySelector('#topics tr[data-topic="process.state"][data-group^="dashboard-"]');
-		return r && r.querySelector("td.lag").textContent === "0" && r.textContent.includes("(this page)");
-	})()`)
+	// Topics and lag from the ops endpoints: the Go group on dash.test has
+	// acknowledged everything; process.state has no group, since the page
+	// follows it live (a snapshot, then live events).
 	b.waitJS(t, "the lag of the Go group", `document.querySelector('#topics tr[data-topic="dash.test"][data-group="go-check"] td.lag')?.textContent === "0"`)
+	b.waitJS(t, "process.state without groups", `Array.from(document.querySelectorAll("#topics tbody"))
+		.some(tb => tb.rows[0].cells[0].textContent === "process.state" && tb.textContent.includes("no groups"))`)
+	if g := st.groupsOf(t, "process.state"); len(g) != 0 {
+		t.Errorf("opening the dashboard made consumer groups on process.state: %q", g)
+	}
+
+	// The connection dropped while a process changes and another appears:
+	// after the reconnect the page shows both.
+	unblock := st.dropSessions(t)
+	b.waitJS(t, "the page reconnecting", `document.getElementById("conn").dataset.state === "reconnecting"`)
+	api.Status, api.CPUPct = "stale", 0.5
+	st.publishState(t, api)
+	missed := newProcess("host-a", "missed", 55, 3, 33, "alive")
+	st.publishState(t, missed)
+	unblock()
+	b.waitJS(t, "connected again", `document.getElementById("conn").dataset.state === "open"`)
+	b.waitJS(t, "the change made while disconnected", rowJS(api.ProcessID)+`?.dataset.status === "stale"`)
+	b.waitJS(t, "the process that appeared while disconnected", rowJS(missed.ProcessID)+`?.dataset.status === "alive"`)
+	ids = eval[[]string](t, b, `Array.from(document.querySelectorAll("#processes tbody tr"), r => r.dataset.processId)`)
+	if want := []string{api.ProcessID, missed.ProcessID, worker.ProcessID}; strings.Join(ids, ",") != strings.Join(want, ",") {
+		t.Errorf("rows after the reconnect %q, want %q (one per process, by host, name)", ids, want)
+	}
+
+	// More changes while disconnected than the gateway recovers at once
+	// (here 1): the page starts over from a new snapshot.
+	st.gwCfg.LiveRecoveryLimit = 1
+	st.blocked.Store(true)
+	st.restartGateway(t)
+	b.waitJS(t, "the page reconnecting", `document.getElementById("conn").dataset.state === "reconnecting"`)
+	api.Status, api.CPUPct = "alive", 2.5
+	st.publishState(t, api)
+	missed.Status = "stale"
+	st.publishState(t, missed)
+	late := newProcess("host-a", "late", 66, 4, 44, "alive")
+	st.publishState(t, late)
+	st.blocked.Store(false)
+	b.waitJS(t, "every change after the incomplete recovery", rowJS(api.ProcessID)+`?.cells[4].textContent === "2.5" && `+
+		rowJS(missed.ProcessID)+`?.dataset.status === "stale" && `+rowJS(late.ProcessID)+`?.dataset.status === "alive"`)
+	b.waitJS(t, "connected again", `document.getElementById("conn").dataset.state === "open"`)
+	ids = eval[[]string](t, b, `Array.from(document.querySelectorAll("#processes tbody tr"), r => r.dataset.processId)`)
+	if want := []string{api.ProcessID, late.ProcessID, missed.ProcessID, worker.ProcessID}; strings.Join(ids, ",") != strings.Join(want, ",") {
+		t.Errorf("rows after the new snapshot %q, want %q", ids, want)
+	}
+	if g := st.groupsOf(t, "process.state"); len(g) != 0 {
+		t.Errorf("the reconnects made consumer groups on process.state: %q", g)
+	}
 
 	// Lag that is not 0: a group that received nothing yet.
 	st.publishJSON(t, "lagging.topic", map[string]int{"n": 1}, facade.PublishOptions{})

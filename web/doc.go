@@ -1,9 +1,10 @@
 // Package web serves eventhub's browser side: the browser client of the
 // WebSocket gateway (client.js, an ES module, with its TypeScript typings
 // client.d.ts) and a live dashboard (index.html, dashboard.js, style.css)
-// that shows the current process.state of every process, updated over
-// WebSocket, the topics and their groups' lag from the ops endpoints, and a
-// form to publish a test event.
+// that shows the current process.state of every process (a snapshot of the
+// compacted topic, then its live events over WebSocket; no consumer group),
+// the topics and their groups' lag from the ops endpoints, and a form to
+// publish a test event.
 //
 // The files are embedded ([embed]); there is no build step and nothing is
 // fetched from elsewhere: the page runs under a Content-Security-Policy that

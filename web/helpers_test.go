@@ -20,6 +20,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/gorilla/websocket"
+	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/gateway"
@@ -46,6 +47,9 @@ type stack struct {
 	token string
 	gwCfg gateway.Config
 	gw    atomic.Pointer[gateway.Gateway]
+	// blocked: the gateway's routes answer 503, so that clients stay
+	// disconnected while the test publishes (see dropSessions).
+	blocked atomic.Bool
 }
 
 // newStack starts an embedded NATS bus (process.state compacted), a
@@ -141,8 +145,48 @@ func (s sessionsOf) Disconnect(id uint64) bool       { return s.st.gw.Load().Dis
 // gatewayHandler routes to the current gateway (see restartGateway).
 func (st *stack) gatewayHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if st.blocked.Load() {
+			http.Error(w, "gateway blocked by the test", http.StatusServiceUnavailable)
+			return
+		}
 		st.gw.Load().Handler().ServeHTTP(w, r)
 	})
+}
+
+// dropSessions keeps clients out of the gateway and closes every session
+// it has (close code 4004, as an operator's Disconnect): clients go on
+// trying to reconnect until the test calls the returned function.
+func (st *stack) dropSessions(t testing.TB) (unblock func()) {
+	t.Helper()
+	st.blocked.Store(true)
+	for _, s := range st.gw.Load().Sessions() {
+		st.gw.Load().Disconnect(s.ID)
+	}
+	return func() { st.blocked.Store(false) }
+}
+
+// groupsOf returns the consumers of topic's stream that are consumer
+// groups (with acknowledgements), by name; live subscriptions read with
+// ordered consumers, which have none.
+func (st *stack) groupsOf(t testing.TB, topic string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	defer cancel()
+	ti, err := st.bus.LookupTopic(ctx, topic)
+	if err != nil {
+		t.Fatalf("lookup %s: %v", topic, err)
+	}
+	var out []string
+	l := ti.Stream.ListConsumers(ctx)
+	for ci := range l.Info() {
+		if ci.Config.AckPolicy != njs.AckNonePolicy || ci.Config.Durable != "" {
+			out = append(out, ci.Name)
+		}
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("list consumers of %s: %v", topic, err)
+	}
+	return out
 }
 
 // restartGateway puts a new gateway in place and shuts the old one down:

@@ -40,6 +40,45 @@ export interface DeliveryContext {
 /** The handler of a subscription. Without manualAck: returns / resolves → ACK, throws / rejects → NACK with the error's message. */
 export type Handler<T = unknown> = (event: EventRecord<T>, ctx: DeliveryContext) => void | Promise<void>;
 
+/** Second argument of a live subscription's handler. */
+export interface LiveEventInfo {
+  /** The subscription's topic. */
+  topic: string;
+  /** Sent before the OK of its SUBSCRIBE: recovered (since) or part of the snapshot. */
+  replay: boolean;
+  /** Part of the snapshot (the newest event of its key), in key order rather than stream order. */
+  snapshot: boolean;
+}
+
+/** The handler of a live subscription; nothing is acknowledged. A throw or rejection is reported as an "error" event. */
+export type LiveHandler<T = unknown> = (event: EventRecord<T>, info: LiveEventInfo) => void | Promise<void>;
+
+/** What the OK of a live SUBSCRIBE said, for LiveOptions.onReady. */
+export interface LiveReady {
+  /**
+   * No event was missed: the recovery (since, or since the last event after a
+   * reconnect) or the snapshot was complete. false: reload the state (e.g. with
+   * a new snapshot); the subscription goes on live either way.
+   */
+  recovered: boolean;
+  /** Stream position the live events continue after (0: unknown, or an empty stream). */
+  seq: number;
+  /** When recovered is false: the oldest position the stream still holds. */
+  first?: number;
+  /** This OK answers the SUBSCRIBE sent again after a reconnect. */
+  reconnected: boolean;
+}
+
+/** Options of EventHubClient.live. */
+export interface LiveOptions {
+  /** First the newest event of every key of the (keyed, compacted) topic, then the live ones. */
+  snapshot?: boolean;
+  /** First the events stored after this position: a seq (as events carry it) or an event id. Excludes snapshot. */
+  since?: number | string;
+  /** Called on every OK of its SUBSCRIBE (the first, and after each reconnect), before any live event after it. */
+  onReady?: (this: LiveSubscription<any>, ready: LiveReady) => void;
+}
+
 /** `opts` of PUBLISH. */
 export interface PublishOptions {
   /** Idempotency key: a second publish with the same id within the store's window stores nothing new. */
@@ -150,7 +189,7 @@ export declare class EventHubError extends Error {
 
 export interface OpenDetail { reconnected: boolean }
 export interface CloseDetail { code: number; reason: string; willReconnect: boolean; error: EventHubError | null }
-export interface ErrorDetail { error: EventHubError; subscription?: Subscription<any>; event?: EventRecord<any> }
+export interface ErrorDetail { error: EventHubError | Error; subscription?: Subscription<any> | LiveSubscription<any>; event?: EventRecord<any> }
 export interface StateDetail { state: ClientState }
 
 export interface EventHubClientEventMap {
@@ -177,6 +216,19 @@ export declare class Subscription<T = unknown> {
   unsubscribe(): Promise<void>;
 }
 
+/** One live subscription (no group, no acks); it survives reconnects, recovering what it missed. */
+export declare class LiveSubscription<T = unknown> {
+  private constructor();
+  readonly topic: string;
+  /** True once unsubscribed, closed, revoked, or refused when subscribing again after a reconnect. */
+  readonly closed: boolean;
+  /** Position of the last event delivered (or of the snapshot): where a reconnect recovers from; 0 before any. */
+  readonly seq: number;
+  /** What the last OK of its SUBSCRIBE said; null before the first. */
+  readonly ready: LiveReady | null;
+  unsubscribe(): Promise<void>;
+}
+
 /** Client of eventhub's WebSocket gateway. */
 export declare class EventHubClient extends EventTarget {
   /**
@@ -188,6 +240,7 @@ export declare class EventHubClient extends EventTarget {
   /** The current WebSocket, or null between connections (diagnostics). */
   readonly socket: WebSocket | null;
   readonly subscriptions: Subscription<any>[];
+  readonly liveSubscriptions: LiveSubscription<any>[];
   onopen: ((detail: OpenDetail) => void) | null;
   onclose: ((detail: CloseDetail) => void) | null;
   onerror: ((detail: ErrorDetail) => void) | null;
@@ -198,6 +251,14 @@ export declare class EventHubClient extends EventTarget {
   publish<T = unknown>(topic: string, payload: T, opts?: PublishOptions): Promise<PublishResult>;
   subscribe<T = unknown>(topic: string, group: string, handler: Handler<T>, opts?: SubscribeOptions): Promise<Subscription<T>>;
   unsubscribe(topic: string, group: string): Promise<void>;
+  /**
+   * Follows topic live (SUBSCRIBE without group): every event published after it, no acks.
+   * Resolves on the OK; events before it (snapshot, since) reach the handler with info.replay.
+   * After a reconnect it subscribes again with since: {seq} of the last event delivered.
+   */
+  live<T = unknown>(topic: string, handler: LiveHandler<T>, opts?: LiveOptions): Promise<LiveSubscription<T>>;
+  /** Stops following topic; rejects with not_subscribed when not following it. */
+  unlive(topic: string): Promise<void>;
   ack(topic: string, group: string, id: string): Promise<void>;
   nack(topic: string, group: string, id: string, reason?: string | Error): Promise<void>;
   modAck(topic: string, group: string, id: string, extend_ms: number): Promise<void>;

@@ -6,6 +6,7 @@
 //   await hub.connect();                       // resolves on the OK of AUTH
 //   const { id } = await hub.publish("heartbeat.received", { pid: 1 }, { key: "h:stt:1" });
 //   await hub.subscribe("process.state", "dash", (event, ctx) => { ... }, { from: "earliest" });
+//   const live = await hub.live("process.state", (event, info) => { ... }, { snapshot: true });
 //
 // Requests (AUTH, SUBSCRIBE, UNSUBSCRIBE, PUBLISH, CURSOR, SEEK, and ACK /
 // NACK / MODACK of manual acknowledgement) carry a `corr` and their promise
@@ -16,8 +17,11 @@
 //
 // When the connection drops the client reconnects with exponential backoff,
 // authenticates again and subscribes again every subscription; events that
-// were in flight are handed back by the gateway and redelivered. Close codes
-// 4500-4999 (bad_token, token_expired) are not retried.
+// were in flight are handed back by the gateway and redelivered. A live
+// subscription (no group, no acks) comes back with since: {seq} of the last
+// event it delivered, so the gateway sends what was missed first; its onReady
+// says whether that recovery was complete. Close codes 4500-4999 (bad_token,
+// token_expired) are not retried.
 
 /** Error carrying the gateway's stable ERR code (see docs/protocol.md). */
 export class EventHubError extends Error {
@@ -143,6 +147,96 @@ export class Subscription {
 }
 
 /**
+ * One live subscription of a client: every event of its topic published
+ * after it, no group, no acknowledgements. It survives reconnects: the
+ * client subscribes again with since: {seq} of the last event delivered,
+ * and the gateway sends what was missed before the live events. Obtain it
+ * from [EventHubClient.live].
+ */
+export class LiveSubscription {
+  /** @internal */
+  constructor(client, topic, handler, opts) {
+    this.topic = topic;
+    // Internal state (underscore names are not part of the API).
+    this._client = client;
+    this._handler = handler;
+    this._onReady = typeof opts.onReady === "function" ? opts.onReady : null;
+    this._snapshot = Boolean(opts.snapshot);
+    this._since = opts.since;
+    this._seq = 0; // position of the last event delivered (or of the snapshot)
+    this._known = false; // _seq is a position to recover from
+    this._replaying = false; // its SUBSCRIBE was sent and not yet answered on this connection
+    this._replaySnapshot = false; // ... and asked for a snapshot
+    this._gen = 0; // the connection its SUBSCRIBE was last sent on
+    this._ready = null;
+    this._established = false;
+    this._closed = false;
+  }
+
+  /** Whether the subscription was stopped (unsubscribe, close, revoked, or refused on resubscribe). */
+  get closed() {
+    return this._closed;
+  }
+
+  /**
+   * The stream position of the last event delivered (or of the snapshot),
+   * from which a reconnect recovers; 0 before any.
+   */
+  get seq() {
+    return this._seq;
+  }
+
+  /** What the last OK of its SUBSCRIBE said ({recovered, seq, first?, reconnected}); null before it. */
+  get ready() {
+    return this._ready;
+  }
+
+  /** @internal The SUBSCRIBE of this subscription for connection gen. */
+  _frame(reconnect) {
+    const f = { op: "SUBSCRIBE", topic: this.topic };
+    let opts;
+    if (reconnect && this._known) opts = { since: { seq: this._seq } };
+    else if (reconnect) opts = undefined; // no position yet: nothing to recover from
+    else if (this._snapshot) opts = { snapshot: true };
+    else if (typeof this._since === "number") opts = { since: { seq: this._since } };
+    else if (typeof this._since === "string") opts = { since: { id: this._since } };
+    if (opts) f.opts = opts;
+    return f;
+  }
+
+  /** @internal Called on the connection's message task when the OK of its SUBSCRIBE arrives. */
+  _answered(ok, reconnect, askedRecovery) {
+    this._replaying = false;
+    const seq = typeof ok.seq === "number" ? ok.seq : 0;
+    let recovered;
+    if (askedRecovery) {
+      // since or snapshot: the OK says how complete it was, and from where
+      // the live events continue (an empty stream: no seq, position 0).
+      recovered = ok.recovered !== false;
+      this._seq = Math.max(this._seq, seq);
+      this._known = true;
+    } else {
+      // A plain subscription: live from now on. After a reconnect without a
+      // known position, events published meanwhile may be missed.
+      recovered = !reconnect;
+      if (seq > 0) {
+        this._seq = Math.max(this._seq, seq);
+        this._known = true;
+      }
+    }
+    const ready = { recovered, seq: this._seq, reconnected: Boolean(reconnect) };
+    if (!recovered && typeof ok.first === "number") ready.first = ok.first;
+    this._ready = ready;
+    return ready;
+  }
+
+  /** Stops the subscription; see [EventHubClient.unlive]. */
+  unsubscribe() {
+    return this._client.unlive(this.topic);
+  }
+}
+
+/**
  * Client of eventhub's WebSocket gateway. It is an EventTarget: events
  * "open" (detail {reconnected}), "close" (detail {code, reason, willReconnect,
  * error}), "error" (detail {error, subscription?}) and "statechange" (detail
@@ -170,6 +264,7 @@ export class EventHubClient extends EventTarget {
     this._corr = 0;
     this._pending = new Map(); // corr -> {resolve, reject, timer, gen}
     this._subs = new Map(); // subKey -> Subscription
+    this._lives = new Map(); // topic -> LiveSubscription
     this._waiters = new Set(); // {resolve, reject, timer} waiting for OPEN
     this._connecting = null; // Promise of the connect() in progress
     this._retryTimer = null;
@@ -211,6 +306,11 @@ export class EventHubClient extends EventTarget {
   /** The subscriptions, as they will be restored after a reconnect. */
   get subscriptions() {
     return [...this._subs.values()];
+  }
+
+  /** The live subscriptions, as they will be restored after a reconnect. */
+  get liveSubscriptions() {
+    return [...this._lives.values()];
   }
 
   /**
@@ -309,6 +409,68 @@ export class EventHubClient extends EventTarget {
     }
   }
 
+  /**
+   * Follows topic live: handler gets every event published after the
+   * subscription, in order, without acknowledgements (a SUBSCRIBE without
+   * group). With opts.snapshot the newest event of every key of a keyed
+   * (compacted) topic comes first; with opts.since (a seq, or an event id)
+   * the events stored after that position. Events sent before the OK of the
+   * SUBSCRIBE reach the handler with info.replay true (and info.snapshot
+   * true for a snapshot). Resolves with the LiveSubscription on the OK.
+   *
+   * After a reconnect the client subscribes again with since: {seq} of the
+   * last event delivered (or of the snapshot), so missed events come first
+   * and nothing is delivered twice. opts.onReady is called on every OK with
+   * {recovered, seq, first?, reconnected}: recovered false means events
+   * were missed (the stream no longer holds them, there were more than the
+   * gateway recovers at once, or no position was known yet) and first is
+   * the oldest position the stream still holds; reload the state then, e.g.
+   * with a new snapshot.
+   */
+  async live(topic, handler, opts = {}) {
+    if (typeof handler !== "function") throw new TypeError("live: handler must be a function");
+    const o = opts || {};
+    if (o.snapshot && o.since !== undefined) throw new TypeError("live: since and snapshot exclude each other");
+    if (o.since !== undefined && !(typeof o.since === "string" && o.since !== "") && !(Number.isSafeInteger(o.since) && o.since >= 0)) {
+      throw new TypeError("live: since must be a seq (integer >= 0) or an event id");
+    }
+    if (this._lives.has(topic)) throw new EventHubError("already_subscribed", `already following ${topic}`);
+    const sub = new LiveSubscription(this, topic, handler, o);
+    this._lives.set(topic, sub);
+    try {
+      await this._waitOpen();
+      await this._subscribeLive(sub, this._gen, false);
+    } catch (err) {
+      if (this._lives.get(topic) === sub) this._lives.delete(topic);
+      sub._closed = true;
+      throw err;
+    }
+    sub._established = true;
+    return sub;
+  }
+
+  /**
+   * Stops following topic. Rejects with "not_subscribed" when there is no
+   * such live subscription.
+   */
+  async unlive(topic) {
+    const sub = this._lives.get(topic);
+    if (!sub) throw new EventHubError("not_subscribed", `not following ${topic}`);
+    this._lives.delete(topic);
+    sub._closed = true;
+    // Nothing to end on the gateway when the connection it was subscribed
+    // on is gone. It may be subscribed on the socket that is reconnecting
+    // (e.g. unlive from onReady), so the state is not the test.
+    const ws = this._ws;
+    if (!ws || ws.readyState !== 1 || sub._gen !== this._gen) return;
+    try {
+      await this._request({ op: "UNSUBSCRIBE", topic }, sub._gen);
+    } catch (err) {
+      if (err.code === "not_subscribed" || err.code === "unavailable") return;
+      throw err;
+    }
+  }
+
   /** Acknowledges event id of a manualAck subscription. */
   ack(topic, group, id) {
     return this._sub(topic, group).ack(id);
@@ -344,6 +506,8 @@ export class EventHubClient extends EventTarget {
     const err = new EventHubError("closed", "client closed");
     for (const sub of this._subs.values()) sub._closed = true;
     this._subs.clear();
+    for (const sub of this._lives.values()) sub._closed = true;
+    this._lives.clear();
     const wasClosed = this._state === State.CLOSED;
     this._stopRetry();
     const ws = this._ws;
@@ -447,8 +611,10 @@ export class EventHubClient extends EventTarget {
         try {
           const token = await this._token();
           await this._request({ op: "AUTH", token }, gen);
-          const established = [...this._subs.values()].filter((s) => s._established && !s._closed);
-          const results = await Promise.allSettled(established.map((s) => this._request(s._frame(), gen)));
+          const established = [...this._subs.values(), ...this._lives.values()].filter((s) => s._established && !s._closed);
+          const results = await Promise.allSettled(
+            established.map((s) => (s instanceof LiveSubscription ? this._subscribeLive(s, gen, true) : this._request(s._frame(), gen))),
+          );
           for (let i = 0; i < results.length; i++) {
             const r = results[i];
             if (r.status === "fulfilled") continue;
@@ -467,11 +633,37 @@ export class EventHubClient extends EventTarget {
   }
 
   _dropSub(sub, err) {
-    const key = subKey(sub.topic, sub.group);
-    if (this._subs.get(key) === sub) this._subs.delete(key);
+    if (sub instanceof LiveSubscription) {
+      if (this._lives.get(sub.topic) === sub) this._lives.delete(sub.topic);
+    } else {
+      const key = subKey(sub.topic, sub.group);
+      if (this._subs.get(key) === sub) this._subs.delete(key);
+      sub._inflight.clear();
+    }
     sub._closed = true;
-    sub._inflight.clear();
     this._emit("error", { error: err, subscription: sub });
+  }
+
+  // _subscribeLive sends the SUBSCRIBE of a live subscription on connection
+  // gen: the first one, or again after a reconnect. Events that arrive
+  // before its OK are replayed ones (recovered, or the snapshot); the OK is
+  // handled on the message's own task, before any later EVENT.
+  async _subscribeLive(sub, gen, reconnect) {
+    const frame = sub._frame(reconnect);
+    const askedRecovery = frame.opts !== undefined;
+    sub._replaying = true;
+    sub._replaySnapshot = !reconnect && sub._snapshot;
+    sub._gen = gen;
+    await this._request(frame, gen, (ok) => {
+      if (sub._gen !== gen || sub._closed) return;
+      const ready = sub._answered(ok, reconnect, askedRecovery);
+      if (!sub._onReady) return;
+      try {
+        sub._onReady.call(sub, ready);
+      } catch (err) {
+        this._emit("error", { error: err, subscription: sub });
+      }
+    });
   }
 
   _opened() {
@@ -584,7 +776,7 @@ export class EventHubClient extends EventTarget {
 
   // _request sends frame with a fresh corr on connection gen and settles on
   // the OK / ERR echoing it.
-  _request(frame, gen) {
+  _request(frame, gen, onOK) {
     return new Promise((resolve, reject) => {
       const ws = this._ws;
       if (!ws || gen !== this._gen || ws.readyState !== 1) {
@@ -598,7 +790,7 @@ export class EventHubClient extends EventTarget {
         this._pending.delete(corr);
         reject(new EventHubError("timeout", `${frame.op} not answered within ${ms} ms`));
       }, ms);
-      this._pending.set(corr, { resolve, reject, timer, gen });
+      this._pending.set(corr, { resolve, reject, timer, gen, onOK });
       try {
         ws.send(data);
       } catch (e) {
@@ -643,8 +835,13 @@ export class EventHubClient extends EventTarget {
         if (p) {
           clearTimeout(p.timer);
           this._pending.delete(f.corr);
-          if (f.op === "OK") p.resolve(f);
-          else p.reject(new EventHubError(f.code || "internal", f.msg || "", { frame: f }));
+          if (f.op === "OK") {
+            if (p.onOK) p.onOK(f);
+            p.resolve(f);
+          } else p.reject(new EventHubError(f.code || "internal", f.msg || "", { frame: f }));
+        } else if (f.op === "ERR" && typeof f.topic === "string" && !f.group && this._lives.has(f.topic)) {
+          // The gateway ended a live subscription (its right was revoked on a new AUTH).
+          this._dropSub(this._lives.get(f.topic), new EventHubError(f.code || "internal", f.msg || "", { frame: f }));
         } else if (f.op === "ERR") {
           // An automatic ACK / NACK that failed, or an error the gateway
           // reports before closing (auth_timeout, token_expired, ...).
@@ -653,7 +850,8 @@ export class EventHubClient extends EventTarget {
         return;
       }
       case "EVENT":
-        this._deliver(gen, f);
+        if (f.group === undefined || f.group === "") this._deliverLive(f);
+        else this._deliver(gen, f);
         return;
     }
   }
@@ -680,6 +878,33 @@ export class EventHubClient extends EventTarget {
       () => this._autoSettle(sub, gen, event.id, attempt, "ACK", undefined),
       (err) => this._autoSettle(sub, gen, event.id, attempt, "NACK", errorText(err)),
     );
+  }
+
+  // _deliverLive hands an event of a live subscription to its handler, once:
+  // an event at or before the position already delivered is dropped (the
+  // snapshot's events come in key order, so they are not compared).
+  _deliverLive(f) {
+    const sub = this._lives.get(f.topic);
+    const event = f.event;
+    if (!sub || sub._closed || !event || typeof event.id !== "string") return;
+    const seq = typeof event.seq === "number" ? event.seq : 0;
+    const snapshot = sub._replaying && sub._replaySnapshot;
+    if (!snapshot && seq > 0 && sub._known && seq <= sub._seq) return;
+    if (seq > 0) {
+      sub._seq = Math.max(sub._seq, seq);
+      if (!snapshot) sub._known = true;
+    }
+    const info = { topic: f.topic, replay: sub._replaying, snapshot };
+    let r;
+    try {
+      r = sub._handler(event, info);
+    } catch (err) {
+      this._emit("error", { error: err, subscription: sub, event });
+      return;
+    }
+    if (r && typeof r.then === "function") {
+      r.then(undefined, (err) => this._emit("error", { error: err, subscription: sub, event }));
+    }
   }
 
   async _run(sub, event, dctx) {

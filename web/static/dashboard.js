@@ -1,4 +1,5 @@
-// eventhub dashboard: live process.state over the WebSocket gateway (client.js),
+// eventhub dashboard: live process.state over the WebSocket gateway (client.js:
+// a snapshot of the compacted topic, then its live events; no consumer group),
 // topics and group lag from the ops endpoints, and a form to publish a test
 // event. Configuration: <meta name="eventhub-ops-base"> and
 // <meta name="eventhub-ws-url"> (set by package web), overridden by the query
@@ -59,12 +60,6 @@ function errText(err) {
   return err && err.message ? err.message : String(err);
 }
 
-function randomSuffix() {
-  const b = new Uint8Array(6);
-  crypto.getRandomValues(b);
-  return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
-}
-
 function fmtTime(ms) {
   if (!ms) return "—";
   const d = new Date(ms);
@@ -100,14 +95,10 @@ function showConn(state, text) {
 }
 
 let client = null;
-let group = "";
 
 function startClient() {
   if (client) client.close();
   clearProcesses();
-  // A group of its own, so that from: "earliest" replays the compacted
-  // topic (the current state of every process) to this page, then follows it.
-  group = `dashboard-${Date.now().toString(36)}-${randomSuffix()}`;
   const c = new EventHubClient(cfg.wsURL, { token, reconnect: true });
   client = c;
   c.addEventListener("statechange", (e) => {
@@ -158,7 +149,27 @@ async function subscribeWhenTopicExists(c) {
   }
   if (c !== client) return;
   showConn("open", "Connected");
-  await c.subscribe(PROCESS_TOPIC, group, onProcessState, { from: "earliest", inactiveTimeoutMs: 60000 });
+  await followProcesses(c);
+}
+
+// followProcesses shows the current state of every process (a snapshot of
+// the compacted topic: the newest event of each key), then follows it live.
+// No consumer group is created: after a reconnect the client recovers the
+// events missed meanwhile from the stream, and when it cannot (retention, or
+// too many), the page starts over from a new snapshot.
+async function followProcesses(c) {
+  clearProcesses();
+  await c.live(PROCESS_TOPIC, onProcessState, {
+    snapshot: true,
+    onReady(ready) {
+      if (c !== client || ready.recovered || !ready.reconnected) return;
+      this.unsubscribe()
+        .then(() => followProcesses(c))
+        .catch((err) => {
+          if (c === client) showConn("closed", `Cannot reload ${PROCESS_TOPIC}: ${errText(err)}`);
+        });
+    },
+  });
 }
 
 function closedText(err) {
@@ -324,7 +335,6 @@ function lagRows(stream, lags) {
     tr.dataset.topic = g.topic;
     tr.dataset.group = g.group;
     const name = cell("td", g.group);
-    if (g.group === group && g.topic === PROCESS_TOPIC) name.append(" ", cell("span", "(this page)", "this-page"));
     const lag = lags.get(`${g.topic}\u0000${g.group}`);
     if (!lag || lag.error) {
       const why = lag && lag.error ? lag.error.message : "";
