@@ -38,9 +38,9 @@ type ReadResult struct {
 	Read int
 	// More: the read stopped at its limit, and more events follow.
 	More bool
-	// Complete: nothing of the topic after the position was removed from
-	// the stream (by retention limits, or by compaction of a compacted
-	// topic), so what was read is everything stored after it.
+	// Complete: the stream still holds the position after+1, so nothing
+	// after it was removed by retention limits (on a compacted topic an
+	// event may still have been replaced by a newer one of its key).
 	Complete bool
 	// First is the oldest stream position the topic's stream still holds.
 	First uint64

@@ -48,6 +48,8 @@ type liveSink interface {
 
 // liveReady is what a live SUBSCRIBE's OK says.
 type liveReady struct {
+	// Recovery: the subscription recovered (since) or took a snapshot.
+	Recovery bool
 	// Recovered: the recovery (or snapshot) was complete.
 	Recovered bool
 	// Seq is the position the live events continue after.
@@ -97,6 +99,7 @@ type liveTopic struct {
 
 	mu   sync.Mutex
 	subs map[*liveSub]struct{}
+	last uint64 // position of the last event fanned out
 }
 
 // liveSub is one live subscription.
@@ -118,6 +121,7 @@ func (lt *liveTopic) onEvent(e *facade.EventRecord) {
 	ev := &liveEvent{e: e}
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
+	lt.last = e.Seq
 	for sub := range lt.subs {
 		sub.offer(ev)
 	}
@@ -160,11 +164,18 @@ func (g *Gateway) follow(ctx context.Context, topic string, opts LiveOptions, si
 	sub := &liveSub{lt: lt, sink: sink, catching: opts.Since != nil || opts.Snapshot}
 	lt.mu.Lock()
 	lt.subs[sub] = struct{}{}
-	lt.mu.Unlock()
 	if !sub.catching {
-		sink.sendReady(liveReady{Recovered: true})
+		// The position its live events continue after, as far as this
+		// gateway has fanned out (0 before the topic's first event here):
+		// a client that reconnects before its first event recovers from it.
+		sub.mu.Lock()
+		sub.last = lt.last
+		sink.sendReady(liveReady{Recovered: true, Seq: lt.last})
+		sub.mu.Unlock()
+		lt.mu.Unlock()
 		return sub, nil
 	}
+	lt.mu.Unlock()
 	ready, err := g.recover(ctx, lr, sub, opts)
 	if err != nil {
 		g.unfollow(sub)
@@ -196,7 +207,7 @@ func (g *Gateway) follow(ctx context.Context, topic string, opts LiveOptions, si
 func (g *Gateway) recover(ctx context.Context, lr facade.LiveReader, sub *liveSub, opts LiveOptions) (liveReady, error) {
 	topic := sub.lt.topic
 	var after uint64
-	ready := liveReady{Recovered: true}
+	ready := liveReady{Recovery: true, Recovered: true}
 	if opts.Snapshot {
 		ks, ok := g.bus.(facade.KeyScanner)
 		if !ok {
@@ -223,7 +234,10 @@ func (g *Gateway) recover(ctx context.Context, lr facade.LiveReader, sub *liveSu
 	sub.mu.Lock()
 	ready.Seq = max(ready.Seq, sub.last)
 	sub.mu.Unlock()
-	if res.More || !res.Complete {
+	if res.More || !res.Complete && !opts.Snapshot {
+		// (After a snapshot nothing is missing: an event removed after
+		// its position was replaced by a newer one of its key, which is
+		// read.)
 		// The stream no longer holds all of it, or it is more than a
 		// recovery may send: the client has to start over from a
 		// snapshot or its own store.

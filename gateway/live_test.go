@@ -71,6 +71,12 @@ func TestLiveFanOut(t *testing.T) {
 			}
 		}
 	}
+	// A new subscriber's OK says where its live events continue, so that
+	// it can recover even before its first event.
+	d := dialAuth(t, g.url, "")
+	if ok := d.ok(liveFrame("live.t", "")); ok.Seq != sent[4].Seq || ok.Recovered != nil {
+		t.Fatalf("OK %+v, want seq %d", ok, sent[4].Seq)
+	}
 	// b has both: five live EVENTs and five of the group.
 	live, group := 0, 0
 	for range 10 {
@@ -93,6 +99,7 @@ func TestLiveFanOut(t *testing.T) {
 		t.Fatalf("live fan-out %d, want at least 11", st.LiveFanout)
 	}
 	b.c.Close()
+	d.c.Close()
 	testutil.CheckFor(t, 5*time.Second, func() error {
 		g.liveMu.Lock()
 		defer g.liveMu.Unlock()

@@ -29,7 +29,7 @@ func (l *sessionLive) sendLive(ev *liveEvent) bool {
 
 func (l *sessionLive) sendReady(r liveReady) {
 	f := Frame{Op: OpOK, Corr: l.corr, Seq: r.Seq}
-	if r.Seq != 0 || r.First != 0 || !r.Recovered {
+	if r.Recovery {
 		f.Recovered = &r.Recovered
 		f.First = r.First
 	}

@@ -181,7 +181,7 @@ func (f *follower) Err() error {
 // ReadAfter implements [facade.LiveReader] with an ordered consumer read by
 // no-wait fetches: it ends at the stream's end as the server sees it
 // during the read. The read is complete when the stream still holds
-// position after+1 and, for a compacted topic, has removed nothing.
+// position after+1.
 func (b *Bus) ReadAfter(ctx context.Context, topic string, after uint64, limit int, fn func(*facade.EventRecord) error) (facade.ReadResult, error) {
 	var res facade.ReadResult
 	if limit <= 0 {
@@ -199,7 +199,7 @@ func (b *Bus) ReadAfter(ctx context.Context, topic string, after uint64, limit i
 	}
 	st := info.State
 	res.First, res.Last = st.FirstSeq, st.LastSeq
-	res.Complete = after+1 >= st.FirstSeq && !(ti.compacted && st.NumDeleted > 0)
+	res.Complete = after+1 >= st.FirstSeq
 	if after >= st.LastSeq {
 		return res, nil
 	}
