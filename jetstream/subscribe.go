@@ -35,8 +35,9 @@ type subscription struct {
 	hwg          sync.WaitGroup
 	obs          GroupObserver
 
-	mu   sync.Mutex
-	held map[uint64]*delivery // deliveries made and not settled, by stream sequence
+	mu       sync.Mutex
+	held     map[uint64]*delivery // deliveries made and not settled, by stream sequence
+	stopping bool                 // no handler starts any more (hwg is waited for)
 	idle chan struct{}        // signalled when a delivery is settled
 
 	stopOnce sync.Once
@@ -312,7 +313,19 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 		s.handle(d)
 		return
 	}
+	s.mu.Lock()
+	if s.stopping {
+		// nats.go may still run this callback after the pull loop
+		// closed; the handlers are being waited for: hand it back.
+		s.mu.Unlock()
+		if d.finish(handedOff) == nil {
+			s.b.released.add(key)
+			_ = msg.Nak()
+		}
+		return
+	}
 	s.hwg.Add(1)
+	s.mu.Unlock()
 	go func() {
 		defer s.hwg.Done()
 		s.handle(d)
@@ -421,6 +434,9 @@ func (s *subscription) drain(ctx context.Context) error {
 	case <-ctx.Done():
 		return errors.Join(ctx.Err(), s.stop(context.WithoutCancel(ctx), nil))
 	}
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
 	hdone := make(chan struct{})
 	go func() { s.hwg.Wait(); close(hdone) }()
 	for {
@@ -456,6 +472,9 @@ func (s *subscription) stop(ctx context.Context, cause error) error {
 		case <-ctx.Done():
 			s.stopErr = ctx.Err()
 		}
+		s.mu.Lock()
+		s.stopping = true
+		s.mu.Unlock()
 		hdone := make(chan struct{})
 		go func() { s.hwg.Wait(); close(hdone) }()
 		select {
