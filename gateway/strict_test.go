@@ -67,16 +67,6 @@ func TestPublishTSValidatedAlike(t *testing.T) {
 	}
 }
 
-// FuzzDecodeExact: whenever Decode accepts a frame, what it decoded is what
-// a reader that looks only at the exact, single key sees: no duplicate or
-// case-variant key can make the hub read another frame than a proxy. The
-// same holds for the objects inside a frame (cursor, event, ctx) and for
-// opts, as a PUBLISH or a SUBSCRIBE decodes them.
-// jsonNames lists the JSON field names of a struct type.
-// inexactKeys says what makes the JSON object data ambiguous to a reader
-// that matches names exactly: a duplicate key, or a key equal to one of
-// names but for case (Unicode simple folding, as encoding/json matches).
-// It returns "" for an exact object and for data that is no object.
 // TestNativeInvalidUTF8DeliveredAsBase64: a native NATS client can store
 // bytes the hub's own ways in refuse. Such an event reaches WebSocket
 // clients as a base64 string marked by its header, never as a text frame

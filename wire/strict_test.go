@@ -54,6 +54,11 @@ func TestDecodeRefusesInvalidUTF8(t *testing.T) {
 	}
 }
 
+// FuzzDecodeExact: whenever Decode accepts a frame, what it decoded is what
+// a reader that looks only at the exact, single key sees: no duplicate or
+// case-variant key can make the hub read another frame than a proxy. The
+// same holds for the objects inside a frame (cursor, event, ctx) and for
+// opts, as a PUBLISH or a SUBSCRIBE decodes them.
 func FuzzDecodeExact(f *testing.F) {
 	for _, s := range []string{
 		`{"op":"PUBLISH","topic":"a","Topic":"b","payload":1}`,
@@ -123,6 +128,7 @@ func FuzzDecodeExact(f *testing.F) {
 	})
 }
 
+// jsonNames lists the JSON field names of a struct type.
 func jsonNames(t reflect.Type) []string {
 	var names []string
 	for i := range t.NumField() {
@@ -133,6 +139,10 @@ func jsonNames(t reflect.Type) []string {
 	return names
 }
 
+// inexactKeys says what makes the JSON object data ambiguous to a reader
+// that matches names exactly: a duplicate key, or a key equal to one of
+// names but for case (Unicode simple folding, as encoding/json matches).
+// It returns "" for an exact object and for data that is no object.
 func inexactKeys(data []byte, names []string) string {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
