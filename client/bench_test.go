@@ -521,7 +521,7 @@ func TestHelperIdleDialer(t *testing.T) {
 }
 
 // benchBatch is the subscriptions' batchSize in the delivery benchmarks
-// (EVENTHUB_BENCH_BATCH; default 0, the specification's 100).
+// (EVENTHUB_BENCH_BATCH; default 0, the reference clients' 100).
 func benchBatch() int {
 	n, _ := strconv.Atoi(os.Getenv("EVENTHUB_BENCH_BATCH"))
 	return n

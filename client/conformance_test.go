@@ -1,10 +1,10 @@
 package client
 
 import (
-	"github.com/nats-io/nats.go"
-
 	"context"
 	"testing"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/facade/facadetest"

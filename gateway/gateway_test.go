@@ -12,7 +12,7 @@ import (
 	"github.com/eventhub/eventhub/wire"
 )
 
-// The seeds' smoke test: subscribe, publish 10, all received and ACKed,
+// The reference clients' smoke test: subscribe, publish 10, all received and ACKed,
 // the group's cursor advanced.
 func TestSmoke(t *testing.T) {
 	bus := newBus(t)
@@ -54,7 +54,7 @@ func TestSmoke(t *testing.T) {
 	})
 }
 
-// The seeds' clients: PromClient sends AUTH without corr and takes the first
+// The reference TypeScript clients: PromClient sends AUTH without corr and takes the first
 // OK as "connected"; EventClient sends ACK without corr and expects nothing.
 func TestSeedClientFrames(t *testing.T) {
 	bus := newBus(t)

@@ -12,7 +12,7 @@ import (
 )
 
 // token mints a development HS256 token with the given scopes, signed with
-// JWT_SECRET (the seeds' "generate temp HS256 token for dev").
+// JWT_SECRET, for development.
 func token(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("eventhub token", flag.ContinueOnError)
 	fs.SetOutput(stderr)
