@@ -2,12 +2,9 @@ package acl
 
 import "context"
 
-// policyKey and claimsKey are unexported context keys; only this package
-// can set or read the values they index.
-type (
-	policyKey struct{}
-	claimsKey struct{}
-)
+// policyKey is an unexported context key; only this package can set or
+// read the value it indexes.
+type policyKey struct{}
 
 // WithPolicy returns a copy of ctx carrying p, for handlers downstream of
 // authentication.
@@ -21,18 +18,4 @@ func WithPolicy(ctx context.Context, p *CompiledPolicy) context.Context {
 func PolicyFrom(ctx context.Context) (p *CompiledPolicy, ok bool) {
 	p, ok = ctx.Value(policyKey{}).(*CompiledPolicy)
 	return p, ok && p != nil
-}
-
-// WithClaims returns a copy of ctx carrying the verified claims c (for
-// logging the subject, or reading expiry). The claims must not be modified
-// afterwards.
-func WithClaims(ctx context.Context, c *Claims) context.Context {
-	return context.WithValue(ctx, claimsKey{}, c)
-}
-
-// ClaimsFrom returns the claims stored by WithClaims; ok is false if there
-// are none.
-func ClaimsFrom(ctx context.Context) (c *Claims, ok bool) {
-	c, ok = ctx.Value(claimsKey{}).(*Claims)
-	return c, ok && c != nil
 }

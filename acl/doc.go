@@ -1,8 +1,9 @@
-// Package acl implements per-connection topic access control for eventhub:
-// topic patterns, first-match-wins policies, OAuth-style scopes, and JWT
-// verification that turns a bearer token into a compiled policy. The
-// WebSocket gateway, the HTTP publish endpoint and the native NATS port all
-// use it.
+// Package acl is eventhub's topic access policy and nothing else: topic
+// patterns, first-match-wins policies, OAuth-style scopes, and their
+// translation into NATS permissions. It does no I/O: verifying a token
+// (JWT, JWKS) and minting one is package auth's work, which hands acl the
+// token's policy or scopes. The WebSocket gateway, the HTTP publish
+// endpoint and the native NATS port all enforce the same compiled policy.
 //
 // # Topic patterns
 //
@@ -46,34 +47,18 @@
 // # Scopes and claims
 //
 // ScopesToPolicy turns scopes "<action>:<pattern>" (split on the first ':')
-// into allow rules. A verified token (Verifier.Verify) yields Claims; its
-// scopes may come as a "scopes" JSON array or an OAuth "scope"
-// space-separated string (both accepted, merged). Scopes not addressed to
+// into allow rules. CompileClaims compiles what a token carries: an
+// embedded policy takes precedence over scopes; scopes not addressed to
 // eventhub (no "publish:", "subscribe:" or "*:" prefix, e.g. "openid") are
-// ignored; a malformed eventhub scope rejects the token. An embedded
-// "policy" claim takes precedence over scopes. Claims.CompiledPolicy
-// returns the policy to enforce. CompiledPolicy.NATSPermissions translates
-// a policy into NATS allow lists when that is exact.
+// ignored; a malformed eventhub scope is an error. CompiledPolicy.NATSPermissions
+// translates a policy into NATS allow lists when that is exact.
 //
-// # JWT verification
-//
-// NewVerifier accepts HS256 tokens with a shared Secret and/or
-// RS256/ES256/EdDSA tokens from a JWKS URL (cached, refreshed in the
-// background and on an unknown kid at a limited rate; Close stops the
-// refresh). The key is chosen from the token's alg, so an HMAC token is
-// never checked against a public key and vice versa; "none" is never
-// accepted; exp is required; aud and iss are checked when configured.
-// Every failure is an *Error whose Code is stable and which matches one of
-// the exported sentinels with errors.Is (ErrTokenMissing, ErrTokenMalformed,
-// ErrTokenExpired, ErrTokenNotYetValid, ErrBadSignature, ErrBadAlgorithm,
-// ErrBadAudience, ErrBadIssuer, ErrMissingExp, ErrUnknownKey, ErrBadPolicy).
-// Error texts never contain the token or the secret. MintHS256 mints
-// development tokens.
+// Errors are *facade.Error values matching ErrBadPolicy, ErrBadPattern or
+// ErrBadScope under errors.Is.
 //
 // # Concurrency
 //
-// Pattern, CompiledPolicy and Verifier are safe for concurrent use. The
-// package has no global mutable state. WithPolicy/PolicyFrom (and
-// WithClaims/ClaimsFrom) carry the per-connection policy in a context under
-// unexported keys.
+// Pattern and CompiledPolicy are safe for concurrent use. The package has
+// no global mutable state. WithPolicy/PolicyFrom carry the per-connection
+// policy in a context under an unexported key.
 package acl

@@ -1,7 +1,7 @@
 // Package auth is the hub's authentication for every way in: WebSocket AUTH
 // frames, HTTP bearer tokens (publish and ops endpoints) and native NATS
 // clients of the embedded server. A token is either the static token
-// (WS_TOKEN, wide open) or a JWT verified by package acl; either way it yields
+// (WS_TOKEN, wide open) or a JWT verified by [Verifier]; either way it yields
 // an [Identity] whose ACL policy is bound to that one connection or request,
 // never to the process.
 package auth
@@ -27,7 +27,7 @@ type Config struct {
 	// StaticPolicy is what the static token may do; nil allows everything.
 	StaticPolicy *acl.Policy
 	// JWT verifies bearer JWTs; used when its Secret or JWKSURL is set.
-	JWT acl.VerifierConfig
+	JWT VerifierConfig
 }
 
 func (c Config) jwtConfigured() bool { return len(c.JWT.Secret) > 0 || c.JWT.JWKSURL != "" }
@@ -52,13 +52,6 @@ type Identity struct {
 	Scopes []string
 }
 
-// Operator scopes: "admin" grants every operator endpoint; "metrics" only
-// the Prometheus scrape.
-const (
-	ScopeAdmin   = acl.ScopeAdmin
-	ScopeMetrics = acl.ScopeMetrics
-)
-
 // HasScope reports whether the identity holds scope; the static token holds
 // every scope.
 func (id *Identity) HasScope(scope string) bool {
@@ -81,7 +74,7 @@ type Authenticator struct {
 	staticPolicy *acl.CompiledPolicy
 	// staticAll: the static token's policy allows everything.
 	staticAll bool
-	verifier  *acl.Verifier
+	verifier  *Verifier
 }
 
 // New builds an Authenticator; with a JWKS URL it fetches the keys first and
@@ -103,7 +96,7 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 		}
 	}
 	if cfg.jwtConfigured() {
-		v, err := acl.NewVerifier(ctx, cfg.JWT)
+		v, err := NewVerifier(ctx, cfg.JWT)
 		if err != nil {
 			return nil, fmt.Errorf("auth: %w", err)
 		}
@@ -132,7 +125,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Identi
 		return nil, ErrNoAuth
 	}
 	if token == "" {
-		return nil, acl.ErrTokenMissing
+		return nil, ErrTokenMissing
 	}
 	if a.hasStatic {
 		h := sha256.Sum256([]byte(token))
@@ -140,7 +133,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Identi
 			return &Identity{Subject: "static-token", Policy: a.staticPolicy, Static: true}, nil
 		}
 		if a.verifier == nil {
-			return nil, acl.ErrTokenMalformed
+			return nil, ErrTokenMalformed
 		}
 	}
 	claims, err := a.verifier.Verify(ctx, token)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/eventhub/eventhub/acl"
+	"github.com/eventhub/eventhub/facade"
 )
 
 // NATS authenticates native NATS clients of the embedded server with the
@@ -305,9 +305,9 @@ func subjectCovers(a, s string) bool {
 	return len(at) == len(st)
 }
 
-// codeOf returns the wire code of an acl error, or "bad_token".
+// codeOf returns the code of a token error, or "bad_token".
 func codeOf(err error) string {
-	if e, ok := errors.AsType[*acl.Error](err); ok {
+	if e, ok := errors.AsType[*facade.Error](err); ok {
 		return e.Code
 	}
 	return "bad_token"

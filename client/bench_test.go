@@ -23,7 +23,6 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/eventhub/eventhub/acl"
 	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/gateway"
@@ -522,7 +521,7 @@ func TestHelperIdleDialer(t *testing.T) {
 }
 
 // benchBatch is the subscriptions' batchSize in the delivery benchmarks
-// (EVENTHUB_BENCH_BATCH; default 0, the specification's 100).
+// (EVENTHUB_BENCH_BATCH; default 0, the reference clients' 100).
 func benchBatch() int {
 	n, _ := strconv.Atoi(os.Getenv("EVENTHUB_BENCH_BATCH"))
 	return n
@@ -534,12 +533,12 @@ func benchBatch() int {
 // one policy check per SUBSCRIBE and PUBLISH, nothing per EVENT or ACK.
 func BenchmarkDeliveryAuth(b *testing.B) {
 	secret := []byte("0123456789abcdef0123456789abcdef")
-	au, err := auth.New(context.Background(), auth.Config{JWT: acl.VerifierConfig{Secret: secret}})
+	au, err := auth.New(context.Background(), auth.Config{JWT: auth.VerifierConfig{Secret: secret}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(au.Close)
-	tok, err := acl.MintHS256(secret, acl.MintClaims{Subject: "bench", Scopes: []string{"publish:**", "subscribe:**"}, TTL: time.Hour}, time.Now())
+	tok, err := auth.MintHS256(secret, auth.MintClaims{Subject: "bench", Scopes: []string{"publish:**", "subscribe:**"}, TTL: time.Hour}, time.Now())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -17,8 +17,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/eventhub/eventhub/facade"
-	"github.com/eventhub/eventhub/gateway"
 	"github.com/eventhub/eventhub/internal/wsbatch"
+	"github.com/eventhub/eventhub/wire"
 )
 
 var _ facade.Bus = (*Client)(nil)
@@ -57,7 +57,7 @@ type subKey struct{ topic, group string }
 
 // Dial connects to the gateway at url (ws://host:port or wss://…), sends
 // AUTH with cfg.Token and returns once the gateway accepted it. A refused
-// token is an error matching [gateway.ErrBadToken] (code bad_token); a
+// token is an error matching [wire.ErrBadToken] (code bad_token); a
 // gateway that cannot be reached, one wrapping [facade.ErrUnavailable].
 func Dial(ctx context.Context, url string, cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
@@ -116,7 +116,7 @@ func (c *Client) connect(ctx context.Context) (*conn, error) {
 		return nil, fmt.Errorf("%w: dial %s: %w", facade.ErrUnavailable, c.url, err)
 	}
 	cn := newConn(c, ws, c.gen.Add(1))
-	if _, err := cn.request(ctx, &gateway.Frame{Op: gateway.OpAuth, Token: c.cfg.Token}); err != nil {
+	if _, err := cn.request(ctx, &wire.Frame{Op: wire.OpAuth, Token: c.cfg.Token}); err != nil {
 		cn.close(websocket.CloseNormalClosure, "")
 		cn.wait()
 		return nil, err
@@ -208,7 +208,7 @@ func (c *Client) resubscribe(ctx context.Context, cn *conn) error {
 	}
 	c.mu.Unlock()
 	for _, s := range subs {
-		if _, err := cn.request(ctx, s.frame()); err != nil && !errors.Is(err, gateway.ErrAlreadySubscribed) {
+		if _, err := cn.request(ctx, s.frame()); err != nil && !errors.Is(err, wire.ErrAlreadySubscribed) {
 			return fmt.Errorf("resubscribe %s/%s: %w", s.key.topic, s.key.group, err)
 		}
 	}
@@ -220,7 +220,7 @@ func (c *Client) resubscribe(ctx context.Context, cn *conn) error {
 	c.mu.Unlock()
 	for _, f := range lives {
 		r, err := cn.request(ctx, f.frame(0, false))
-		if err != nil && !errors.Is(err, gateway.ErrAlreadySubscribed) {
+		if err != nil && !errors.Is(err, wire.ErrAlreadySubscribed) {
 			return fmt.Errorf("follow %s again: %w", f.topic, err)
 		}
 		if err == nil {
@@ -242,7 +242,7 @@ func terminal(err error) error {
 		return &facade.Error{Code: code, Msg: fmt.Sprintf("gateway closed the connection (%d)", ce.Code)}
 	}
 	var fe *facade.Error
-	if errors.As(err, &fe) && (fe.Code == gateway.CodeBadToken || fe.Code == gateway.CodeTokenExpired || fe.Code == gateway.CodeForbidden) {
+	if errors.As(err, &fe) && (fe.Code == wire.CodeBadToken || fe.Code == wire.CodeTokenExpired || fe.Code == wire.CodeForbidden) {
 		return err
 	}
 	return nil
@@ -285,7 +285,7 @@ func (c *Client) takeLives() []*follow {
 
 // revoked ends the subscription that the gateway ended (an ERR naming its
 // topic and group, sent when new credentials lack the right to it).
-func (c *Client) revoked(f *gateway.Frame) {
+func (c *Client) revoked(f *wire.Frame) {
 	c.mu.Lock()
 	if f.Group == "" {
 		l := c.lives[f.Topic]
@@ -327,7 +327,7 @@ func (c *Client) live(ctx context.Context) (*conn, error) {
 }
 
 // call sends f on the live connection and waits for its OK or ERR.
-func (c *Client) call(ctx context.Context, f *gateway.Frame) (*gateway.Frame, error) {
+func (c *Client) call(ctx context.Context, f *wire.Frame) (*wire.Frame, error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	cn, err := c.live(ctx)
@@ -395,7 +395,7 @@ type conn struct {
 	out chan []byte
 
 	mu      sync.Mutex
-	pending map[string]chan *gateway.Frame
+	pending map[string]chan *wire.Frame
 	deadErr error
 	dead    chan struct{} // closed when the connection is unusable
 
@@ -407,7 +407,7 @@ func newConn(c *Client, ws *websocket.Conn, gen uint64) *conn {
 	cn := &conn{
 		c: c, ws: ws, gen: gen,
 		out:     make(chan []byte, c.cfg.OutboundQueue),
-		pending: make(map[string]chan *gateway.Frame),
+		pending: make(map[string]chan *wire.Frame),
 		dead:    make(chan struct{}),
 	}
 	idle := c.cfg.IdleTimeout
@@ -476,15 +476,15 @@ func (cn *conn) read() {
 			buf = bytes.Buffer{}
 		}
 		_ = cn.ws.SetReadDeadline(time.Now().Add(idle))
-		f := new(gateway.Frame)
-		if err := gateway.Decode(data, f); err != nil {
+		f := new(wire.Frame)
+		if err := wire.Decode(data, f); err != nil {
 			cn.c.log.Warn("undecodable frame from gateway", "err", err)
 			continue
 		}
 		switch f.Op {
-		case gateway.OpOK, gateway.OpErr:
+		case wire.OpOK, wire.OpErr:
 			if f.Corr == "" {
-				if f.Op == gateway.OpErr {
+				if f.Op == wire.OpErr {
 					cn.c.log.Warn("gateway error", "code", f.Code, "msg", f.Msg)
 					if f.Topic != "" {
 						cn.c.revoked(f)
@@ -499,7 +499,7 @@ func (cn *conn) read() {
 			if ch != nil {
 				ch <- f
 			}
-		case gateway.OpEvent:
+		case wire.OpEvent:
 			cn.c.dispatch(cn, f)
 		}
 	}
@@ -556,8 +556,8 @@ func (cn *conn) write() {
 
 // answer turns a reply frame into the request's result: an ERR is a
 // *facade.Error with the frame's code.
-func answer(r *gateway.Frame) (*gateway.Frame, error) {
-	if r.Op == gateway.OpErr {
+func answer(r *wire.Frame) (*wire.Frame, error) {
+	if r.Op == wire.OpErr {
 		return r, &facade.Error{Code: r.Code, Msg: r.Msg, RetryAfter: time.Duration(r.RetryAfterMs) * time.Millisecond}
 	}
 	return r, nil
@@ -577,13 +577,13 @@ func (cn *conn) send(ctx context.Context, b []byte) error {
 
 // request sends f with a fresh corr and waits for the OK (returned) or ERR
 // (returned as a *facade.Error with the frame's code).
-func (cn *conn) request(ctx context.Context, f *gateway.Frame) (*gateway.Frame, error) {
+func (cn *conn) request(ctx context.Context, f *wire.Frame) (*wire.Frame, error) {
 	f.Corr = strconv.FormatUint(cn.c.corr.Add(1), 36)
-	b, err := gateway.Encode(f)
+	b, err := wire.Encode(f)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", facade.ErrBadPayload, err)
 	}
-	ch := make(chan *gateway.Frame, 1)
+	ch := make(chan *wire.Frame, 1)
 	cn.mu.Lock()
 	if cn.pending == nil {
 		cn.mu.Unlock()

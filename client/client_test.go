@@ -18,6 +18,7 @@ import (
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/gateway"
 	"github.com/eventhub/eventhub/internal/testutil"
+	"github.com/eventhub/eventhub/wire"
 )
 
 func TestDial(t *testing.T) {
@@ -33,7 +34,7 @@ func TestDial(t *testing.T) {
 	if _, err := c.Publish(ctx, "a.b", json.RawMessage(`1`), facade.PublishOptions{}); !errors.Is(err, facade.ErrClosed) {
 		t.Fatalf("publish after close: %v", err)
 	}
-	if _, err := Dial(ctx, url, Config{Token: "wrong"}); !errors.Is(err, gateway.ErrBadToken) {
+	if _, err := Dial(ctx, url, Config{Token: "wrong"}); !errors.Is(err, wire.ErrBadToken) {
 		t.Fatalf("wrong token: %v", err)
 	}
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
@@ -248,10 +249,10 @@ func TestPendingFailsOnDrop(t *testing.T) {
 			if err != nil {
 				return
 			}
-			var f gateway.Frame
-			_ = gateway.Decode(data, &f)
-			if f.Op == gateway.OpAuth {
-				_ = ws.WriteMessage(websocket.TextMessage, gateway.AppendOK(nil, f.Corr))
+			var f wire.Frame
+			_ = wire.Decode(data, &f)
+			if f.Op == wire.OpAuth {
+				_ = ws.WriteMessage(websocket.TextMessage, wire.AppendOK(nil, f.Corr))
 				continue
 			}
 			return // drop the connection instead of answering
@@ -291,7 +292,7 @@ func TestExpiredCredentialsAreTerminal(t *testing.T) {
 	ctx := context.Background()
 	testutil.CheckFor(t, 5*time.Second, func() error {
 		_, err := c.Publish(ctx, "exp.t", json.RawMessage(`1`), facade.PublishOptions{})
-		if !errors.Is(err, gateway.ErrTokenExpired) {
+		if !errors.Is(err, wire.ErrTokenExpired) {
 			return fmt.Errorf("publish: %v", err)
 		}
 		return nil

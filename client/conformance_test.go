@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -10,7 +9,7 @@ import (
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/facade/facadetest"
 	"github.com/eventhub/eventhub/gateway"
-	"github.com/eventhub/eventhub/jetstream"
+	"github.com/eventhub/eventhub/internal/natstest"
 )
 
 // TestConformance runs the facade conformance suite against the WebSocket
@@ -28,27 +27,16 @@ func TestConformance(t *testing.T) {
 			t.Cleanup(func() { c.Close() })
 			return c
 		},
-		// NATS is left unset: the interop cases test the store, which the
-		// jetstream package's own run covers, and PlainNATSPublisherToHub
-		// compares deliveries of concurrent handlers by index, which the
-		// bus does not keep in order (see the report to the lead). Set
-		// EVENTHUB_CONFORMANCE_NATS=1 to run them.
-		NATS: plainNATS(bus),
+		// The interop cases: a plain NATS client beside the WebSocket one.
+		Native: func(t testing.TB) facadetest.Native {
+			nc, err := nats.Connect("", nats.InProcessServer(bus.Server()))
+			if err != nil {
+				t.Fatalf("nats: %v", err)
+			}
+			t.Cleanup(nc.Close)
+			return natstest.NativeConn(t, nc)
+		},
 		// LatestByKey has no WebSocket op; Filter runs in the client.
 		Features: facadetest.Features{NoKeys: true},
 	})
-}
-
-func plainNATS(bus *jetstream.Bus) func(testing.TB) *nats.Conn {
-	if os.Getenv("EVENTHUB_CONFORMANCE_NATS") == "" {
-		return nil
-	}
-	return func(t testing.TB) *nats.Conn {
-		nc, err := nats.Connect("", nats.InProcessServer(bus.Server()))
-		if err != nil {
-			t.Fatalf("nats: %v", err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
-	}
 }

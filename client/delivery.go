@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/eventhub/eventhub/facade"
-	"github.com/eventhub/eventhub/gateway"
+	"github.com/eventhub/eventhub/wire"
 )
 
 // delivery is one EVENT handed to a handler: the [facade.Delivery] handle
@@ -17,7 +17,7 @@ import (
 type delivery struct {
 	s  *subscription
 	cn *conn
-	f  *gateway.Frame
+	f  *wire.Frame
 
 	mu       sync.Mutex
 	done     bool
@@ -42,12 +42,12 @@ func (d *delivery) Deadline() time.Time {
 // the connection that delivered it dropped and the gateway handed it back)
 // gives an error wrapping facade.ErrExpired.
 func (d *delivery) Ack(ctx context.Context) error {
-	return d.settle(ctx, gateway.OpAck, "", true)
+	return d.settle(ctx, wire.OpAck, "", true)
 }
 
 // Nack implements [facade.Delivery] with NACK.
 func (d *delivery) Nack(ctx context.Context, reason string) error {
-	return d.settle(ctx, gateway.OpNack, truncate(reason, 1024), true)
+	return d.settle(ctx, wire.OpNack, truncate(reason, 1024), true)
 }
 
 // settle sends op once; wait says whether to wait for the gateway's answer.
@@ -67,7 +67,7 @@ func (d *delivery) settle(ctx context.Context, op, reason string, wait bool) err
 		return fmt.Errorf("%w: the subscription of %s/%s ended and %s was handed back", facade.ErrClosed, d.f.Topic, d.f.Group, d.f.Event.ID)
 	}
 	if !wait {
-		b := gateway.AppendAck(nil, op, "", d.f.Topic, d.f.Group, d.f.Event.ID, d.f.Ctx.Attempt, reason, 0)
+		b := wire.AppendAck(nil, op, "", d.f.Topic, d.f.Group, d.f.Event.ID, d.f.Ctx.Attempt, reason, 0)
 		if err := d.cn.send(ctx, b); err != nil {
 			d.s.c.log.Debug("ack not sent", "id", d.f.Event.ID, "err", err)
 			return d.leaseEnded(err)
@@ -76,7 +76,7 @@ func (d *delivery) settle(ctx context.Context, op, reason string, wait bool) err
 	}
 	ctx, cancel := d.s.c.withTimeout(ctx)
 	defer cancel()
-	_, err := d.cn.request(ctx, &gateway.Frame{Op: op, Topic: d.f.Topic, Group: d.f.Group, ID: d.f.Event.ID, Attempt: d.f.Ctx.Attempt, Reason: reason})
+	_, err := d.cn.request(ctx, &wire.Frame{Op: op, Topic: d.f.Topic, Group: d.f.Group, ID: d.f.Event.ID, Attempt: d.f.Ctx.Attempt, Reason: reason})
 	return d.leaseEnded(err)
 }
 
@@ -110,7 +110,7 @@ func (d *delivery) Extend(ctx context.Context, by time.Duration) error {
 	ctx, cancel := d.s.c.withTimeout(ctx)
 	defer cancel()
 	sent := time.Now()
-	if _, err := d.cn.request(ctx, &gateway.Frame{Op: gateway.OpModAck, Topic: d.f.Topic, Group: d.f.Group, ID: d.f.Event.ID, Attempt: d.f.Ctx.Attempt, ExtendMs: ms}); err != nil {
+	if _, err := d.cn.request(ctx, &wire.Frame{Op: wire.OpModAck, Topic: d.f.Topic, Group: d.f.Group, ID: d.f.Event.ID, Attempt: d.f.Ctx.Attempt, ExtendMs: ms}); err != nil {
 		return d.leaseEnded(err)
 	}
 	d.mu.Lock()

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/eventhub/eventhub/facade"
-	"github.com/eventhub/eventhub/gateway"
+	"github.com/eventhub/eventhub/wire"
 )
 
 var _ facade.Follower = (*Client)(nil)
@@ -29,8 +29,8 @@ var _ facade.Subscription = (*follow)(nil)
 
 // frame is the SUBSCRIBE that (re)starts the subscription: after the last
 // event it saw, or after `after` the first time.
-func (f *follow) frame(after uint64, first bool) *gateway.Frame {
-	fr := &gateway.Frame{Op: gateway.OpSubscribe, Topic: f.topic}
+func (f *follow) frame(after uint64, first bool) *wire.Frame {
+	fr := &wire.Frame{Op: wire.OpSubscribe, Topic: f.topic}
 	pos := f.last.Load()
 	if first {
 		if after == facade.AfterNow {
@@ -38,7 +38,7 @@ func (f *follow) frame(after uint64, first bool) *gateway.Frame {
 		}
 		pos = after
 	}
-	fr.Opts, _ = json.Marshal(gateway.LiveOptions{Since: &gateway.LivePosition{Seq: pos}})
+	fr.Opts, _ = json.Marshal(wire.LiveOptions{Since: &wire.LivePosition{Seq: pos}})
 	return fr
 }
 
@@ -68,7 +68,7 @@ func (c *Client) Follow(ctx context.Context, topic string, after uint64, fn func
 	}
 	if c.lives[topic] != nil {
 		c.mu.Unlock()
-		return nil, fmt.Errorf("%w: already following %s", gateway.ErrAlreadySubscribed, topic)
+		return nil, fmt.Errorf("%w: already following %s", wire.ErrAlreadySubscribed, topic)
 	}
 	c.lives[topic] = f
 	c.mu.Unlock()
@@ -86,7 +86,7 @@ func (c *Client) Follow(ctx context.Context, topic string, after uint64, fn func
 }
 
 // checkRecovered reports an incomplete recovery.
-func (f *follow) checkRecovered(r *gateway.Frame) {
+func (f *follow) checkRecovered(r *wire.Frame) {
 	if r.Recovered != nil && !*r.Recovered {
 		f.c.log.Warn("live subscription resumed with a gap: the stream no longer holds every event after the last one seen",
 			"topic", f.topic, "last", f.last.Load(), "first", r.First)
@@ -118,7 +118,7 @@ func (f *follow) Stop(ctx context.Context) error {
 	if !mine {
 		return nil
 	}
-	_, err := c.call(ctx, &gateway.Frame{Op: gateway.OpUnsubscribe, Topic: f.topic})
+	_, err := c.call(ctx, &wire.Frame{Op: wire.OpUnsubscribe, Topic: f.topic})
 	if err != nil && !isGone(err) {
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/eventhub/eventhub/facade"
-	"github.com/eventhub/eventhub/gateway"
+	"github.com/eventhub/eventhub/wire"
 )
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
@@ -26,7 +26,7 @@ func (c *Client) Publish(ctx context.Context, topic string, payload json.RawMess
 	if !json.Valid(payload) {
 		return nil, fmt.Errorf("%w: payload is not valid JSON", facade.ErrBadPayload)
 	}
-	f := &gateway.Frame{Op: gateway.OpPublish, Topic: topic, Payload: payload}
+	f := &wire.Frame{Op: wire.OpPublish, Topic: topic, Payload: payload}
 	if b, err := json.Marshal(opts); err != nil {
 		return nil, fmt.Errorf("%w: opts: %w", facade.ErrInvalidOption, err)
 	} else if string(b) != "{}" {
@@ -48,7 +48,7 @@ func (c *Client) Publish(ctx context.Context, topic string, payload json.RawMess
 
 // callRetrying is call that, with Config.RateLimitWait set, waits out
 // rate_limited answers and sends the frame again.
-func (c *Client) callRetrying(ctx context.Context, f *gateway.Frame) (*gateway.Frame, error) {
+func (c *Client) callRetrying(ctx context.Context, f *wire.Frame) (*wire.Frame, error) {
 	var deadline time.Time
 	if w := c.cfg.RateLimitWait; w > 0 {
 		deadline = time.Now().Add(w)
@@ -74,12 +74,12 @@ func (c *Client) callRetrying(ctx context.Context, f *gateway.Frame) (*gateway.F
 
 // GetCursor implements [facade.Cursors] with the CURSOR extension.
 func (c *Client) GetCursor(ctx context.Context, topic, group string) (*facade.CursorPosition, error) {
-	r, err := c.call(ctx, &gateway.Frame{Op: gateway.OpCursor, Topic: topic, Group: group})
+	r, err := c.call(ctx, &wire.Frame{Op: wire.OpCursor, Topic: topic, Group: group})
 	if err != nil {
 		return nil, err
 	}
 	if r.Cursor == nil {
-		return nil, fmt.Errorf("%w: CURSOR answered without a cursor", gateway.ErrInternal)
+		return nil, fmt.Errorf("%w: CURSOR answered without a cursor", wire.ErrInternal)
 	}
 	return r.Cursor, nil
 }
@@ -87,6 +87,6 @@ func (c *Client) GetCursor(ctx context.Context, topic, group string) (*facade.Cu
 // SetCursor implements [facade.Cursors] with the SEEK extension.
 func (c *Client) SetCursor(ctx context.Context, topic, group string, pos facade.CursorPosition) error {
 	cur := facade.CursorPosition{LastID: pos.LastID, LastTS: pos.LastTS, LastSeq: pos.LastSeq}
-	_, err := c.call(ctx, &gateway.Frame{Op: gateway.OpSeek, Topic: topic, Group: group, Cursor: &cur})
+	_, err := c.call(ctx, &wire.Frame{Op: wire.OpSeek, Topic: topic, Group: group, Cursor: &cur})
 	return err
 }

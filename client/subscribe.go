@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/eventhub/eventhub/facade"
-	"github.com/eventhub/eventhub/gateway"
+	"github.com/eventhub/eventhub/wire"
 )
 
 // subscription is one SUBSCRIBE of the client; it survives reconnects.
@@ -18,7 +18,7 @@ type subscription struct {
 	key     subKey
 	handler facade.Handler
 	opts    facade.SubscribeOptions // with defaults
-	wire    json.RawMessage         // opts as sent
+	rawOpts json.RawMessage         // opts as sent
 
 	ctx    context.Context // handlers' context, cancelled when stopping
 	cancel context.CancelFunc
@@ -43,8 +43,8 @@ type subscription struct {
 
 var _ facade.Subscription = (*subscription)(nil)
 
-func (s *subscription) frame() *gateway.Frame {
-	return &gateway.Frame{Op: gateway.OpSubscribe, Topic: s.key.topic, Group: s.key.group, Opts: s.wire}
+func (s *subscription) frame() *wire.Frame {
+	return &wire.Frame{Op: wire.OpSubscribe, Topic: s.key.topic, Group: s.key.group, Opts: s.rawOpts}
 }
 
 // Subscribe implements [facade.Subscriber] over the gateway: it returns once
@@ -53,7 +53,7 @@ func (s *subscription) frame() *gateway.Frame {
 // sends ACK, an error sends NACK with its text, unless opts.ManualAck. A
 // Filter runs here: events it rejects are acknowledged without calling the
 // handler. One client holds at most one subscription per topic and group
-// (a second one is an error matching gateway.ErrAlreadySubscribed).
+// (a second one is an error matching wire.ErrAlreadySubscribed).
 //
 // The subscription ends on its own (Done, Err) when the client closes or
 // gives up, or when the gateway ends it (new credentials without the
@@ -76,14 +76,14 @@ func (c *Client) Subscribe(ctx context.Context, topic, group string, handler fac
 	}
 	wireOpts := opts
 	wireOpts.Filter, wireOpts.ManualAck = nil, false
-	var wire json.RawMessage
+	var rawOpts json.RawMessage
 	if b, err := json.Marshal(wireOpts); err == nil && string(b) != "{}" {
-		wire = b
+		rawOpts = b
 	}
 	opts = opts.WithDefaults()
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &subscription{
-		c: c, key: subKey{topic, group}, handler: handler, opts: opts, wire: wire,
+		c: c, key: subKey{topic, group}, handler: handler, opts: opts, rawOpts: rawOpts,
 		ctx: sctx, cancel: cancel,
 		idle: make(chan struct{}, 1),
 		done: make(chan struct{}),
@@ -99,7 +99,7 @@ func (c *Client) Subscribe(ctx context.Context, topic, group string, handler fac
 	if c.subs[s.key] != nil {
 		c.mu.Unlock()
 		cancel()
-		return nil, fmt.Errorf("%w: %s/%s", gateway.ErrAlreadySubscribed, topic, group)
+		return nil, fmt.Errorf("%w: %s/%s", wire.ErrAlreadySubscribed, topic, group)
 	}
 	c.subs[s.key] = s
 	c.mu.Unlock()
@@ -184,7 +184,7 @@ func (s *subscription) Stop(ctx context.Context) error {
 		s.mu.Lock()
 		s.gone = true
 		s.mu.Unlock()
-		_, err := c.call(ctx, &gateway.Frame{Op: gateway.OpUnsubscribe, Topic: s.key.topic, Group: s.key.group})
+		_, err := c.call(ctx, &wire.Frame{Op: wire.OpUnsubscribe, Topic: s.key.topic, Group: s.key.group})
 		switch {
 		case err == nil:
 		case isGone(err):
@@ -238,12 +238,12 @@ func (s *subscription) Drain(ctx context.Context) error {
 }
 
 func isGone(err error) bool {
-	return errorsIs(err, gateway.ErrNotSubscribed) || errorsIs(err, facade.ErrUnavailable) || errorsIs(err, facade.ErrClosed)
+	return errorsIs(err, wire.ErrNotSubscribed) || errorsIs(err, facade.ErrUnavailable) || errorsIs(err, facade.ErrClosed)
 }
 
 // dispatch runs on the connection's reader goroutine: it starts the
 // handler of one EVENT and never blocks.
-func (c *Client) dispatch(cn *conn, f *gateway.Frame) {
+func (c *Client) dispatch(cn *conn, f *wire.Frame) {
 	if f.Group == "" && f.Event != nil {
 		c.mu.Lock()
 		l := c.lives[f.Topic]
@@ -318,9 +318,9 @@ func (s *subscription) run(d *delivery) {
 			return // the caller settles it
 		}
 	}
-	op, reason := gateway.OpAck, ""
+	op, reason := wire.OpAck, ""
 	if err != nil {
-		op, reason = gateway.OpNack, truncate(err.Error(), 1024)
+		op, reason = wire.OpNack, truncate(err.Error(), 1024)
 	}
 	// Not s.ctx: an unsubscribe cancels it but still wants this ACK sent
 	// before its UNSUBSCRIBE. Fire and forget: a lost ACK is a redelivery.

@@ -31,7 +31,6 @@
 //     "<source>.dlq"; the snapshot of that key is then stale until its next
 //     update.
 //
-// Unlike the seeds' compactor, which queried every key on a timer (and, with
-// an empty key list, snapshotted nothing), this one follows the source
-// continuously: the snapshot lags the source by one republish.
+// The compactor follows the source continuously rather than querying every
+// key on a timer: the snapshot lags the source by one republish.
 package compaction

@@ -6,7 +6,7 @@ import (
 )
 
 // EventRecord is the envelope of one event. Its JSON form, with the field names
-// of the specification, is what WebSocket clients receive.
+// of the reference TypeScript clients, is what WebSocket clients receive.
 //
 // EventRecord is plain data: it is safe to copy and to share read-only
 // between goroutines.

@@ -89,7 +89,7 @@ func TestSubscribeOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.From != "afterId" || o.AfterID != "x" || o.BatchSize != 5 || o.MaxInFlight != 7 || o.AckTimeoutMs != 1500 || o.MaxAttempts != 2 || !o.ManualAck || o.Topics[0] != "a.b" {
-		t.Fatalf("the specification's option names do not decode: %+v", o)
+		t.Fatalf("the documented option names do not decode: %+v", o)
 	}
 }
 

@@ -13,7 +13,8 @@ const (
 	FromAfterID  = "afterId"
 )
 
-// Defaults of [SubscribeOptions], from the specification.
+// Defaults of [SubscribeOptions], the same as the reference TypeScript
+// clients use.
 const (
 	DefaultBatchSize   = 100
 	DefaultMaxInFlight = 1000

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"time"
+
+	"github.com/eventhub/eventhub/wire"
 )
 
 // Actions a [Principal] is asked about.
@@ -61,7 +63,7 @@ func StaticToken(token string) Authenticator {
 	return AuthenticatorFunc(func(_ context.Context, got string) (Principal, error) {
 		h := sha256.Sum256([]byte(got))
 		if subtle.ConstantTimeCompare(h[:], want[:]) != 1 {
-			return nil, ErrBadToken
+			return nil, wire.ErrBadToken
 		}
 		return AllowAll, nil
 	})

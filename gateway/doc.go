@@ -16,17 +16,16 @@
 //
 // The code is split the way centrifuge splits it:
 //
-//   - protocol.go is the wire format alone: [Frame], the op table [Ops],
-//     [Decode] / [Encode], and hand-rolled encoders ([AppendEvent],
-//     [AppendOK], [AppendErr], [AppendAck]) whose output equals
-//     encoding/json's, without re-marshalling stored payloads.
+//   - the wire format lives in package [wire], which the Go client shares:
+//     [wire.Frame], the op table, [wire.Decode] / [wire.Encode], the
+//     hand-rolled encoders of the hot frames, and the one table of error
+//     codes ([wire.Codes]): meaning, whether the connection stays open,
+//     close code, HTTP status.
 //   - session.go executes one decoded frame against the bus and keeps the
 //     connection's subscriptions and leases.
 //   - transport.go only writes and closes: a bounded queue drained by one
 //     writer goroutine. A client whose queue is full is disconnected (4001)
 //     rather than waited for; its in-flight events are handed back.
-//   - errors.go is the one table of error codes ([Codes]): meaning,
-//     whether the connection stays open, close code, HTTP status.
 //
 // Each connection has exactly two goroutines (reader and writer) plus one
 // timer for its leases and, once it publishes, one publish waiter.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/jetstream"
+	"github.com/eventhub/eventhub/wire"
 )
 
 // faultBus injects failures for topics named fault.*.
@@ -128,7 +128,7 @@ func TestErrorCodes(t *testing.T) {
 	rawErr := func(t *testing.T, c *wsClient, raw, code string, noCorr bool) {
 		t.Helper()
 		c.sendRaw(raw)
-		f, ok := c.await(5*time.Second, func(f Frame) bool { return f.Op == OpErr })
+		f, ok := c.await(5*time.Second, func(f wire.Frame) bool { return f.Op == wire.OpErr })
 		if !ok {
 			t.Fatalf("no ERR for %.80s", raw)
 		}
@@ -147,14 +147,14 @@ func TestErrorCodes(t *testing.T) {
 	}
 	stillOpen := func(t *testing.T, c *wsClient) {
 		t.Helper()
-		r := c.request(Frame{Op: OpAuth, Token: "admin"})
-		if r.Op != OpOK {
+		r := c.request(wire.Frame{Op: wire.OpAuth, Token: "admin"})
+		if r.Op != wire.OpOK {
 			t.Fatalf("connection unusable after error: %+v", r)
 		}
 	}
 	closesWith := func(t *testing.T, c *wsClient, code string, closeCode int) {
 		t.Helper()
-		f, ok := c.await(5*time.Second, func(f Frame) bool { return f.Op == OpErr })
+		f, ok := c.await(5*time.Second, func(f wire.Frame) bool { return f.Op == wire.OpErr })
 		if !ok || f.Code != code {
 			t.Fatalf("got %+v, want ERR %s", f, code)
 		}
@@ -169,169 +169,169 @@ func TestErrorCodes(t *testing.T) {
 		name string
 		run  func(t *testing.T)
 	}{
-		{CodeBadJSON, "truncated", func(t *testing.T) {
+		{wire.CodeBadJSON, "truncated", func(t *testing.T) {
 			c := admin(t, std)
-			rawErr(t, c, `{"op":"PUBLISH","corr":"k"`, CodeBadJSON, true)
-			rawErr(t, c, `{"op":"AUTH"} {}`, CodeBadJSON, true)
+			rawErr(t, c, `{"op":"PUBLISH","corr":"k"`, wire.CodeBadJSON, true)
+			rawErr(t, c, `{"op":"AUTH"} {}`, wire.CodeBadJSON, true)
 			stillOpen(t, c)
 		}},
-		{CodeBadFrame, "shapes", func(t *testing.T) {
+		{wire.CodeBadFrame, "shapes", func(t *testing.T) {
 			c := admin(t, std)
-			rawErr(t, c, `[1,2]`, CodeBadFrame, true)
-			rawErr(t, c, `{"corr":"k"}`, CodeBadFrame, false)
-			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":5,"group":"g"}`, CodeBadFrame, false)
-			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"a.b","group":"g","opts":{"batchSize":"x"}}`, CodeBadFrame, false)
+			rawErr(t, c, `[1,2]`, wire.CodeBadFrame, true)
+			rawErr(t, c, `{"corr":"k"}`, wire.CodeBadFrame, false)
+			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":5,"group":"g"}`, wire.CodeBadFrame, false)
+			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"a.b","group":"g","opts":{"batchSize":"x"}}`, wire.CodeBadFrame, false)
 			if err := c.c.WriteMessage(websocket.BinaryMessage, []byte(`{"op":"AUTH"}`)); err != nil {
 				t.Fatal(err)
 			}
-			if f, ok := c.await(5*time.Second, func(f Frame) bool { return f.Op == OpErr }); !ok || f.Code != CodeBadFrame {
+			if f, ok := c.await(5*time.Second, func(f wire.Frame) bool { return f.Op == wire.OpErr }); !ok || f.Code != wire.CodeBadFrame {
 				t.Fatalf("binary frame: %+v", f)
 			}
 			stillOpen(t, c)
 		}},
-		{CodeUnknownOp, "ops", func(t *testing.T) {
+		{wire.CodeUnknownOp, "ops", func(t *testing.T) {
 			c := admin(t, std)
-			rawErr(t, c, `{"op":"FOO","corr":"k"}`, CodeUnknownOp, false)
-			rawErr(t, c, `{"op":"EVENT","corr":"k"}`, CodeUnknownOp, false)
-			rawErr(t, c, `{"op":"auth","corr":"k"}`, CodeUnknownOp, false)
+			rawErr(t, c, `{"op":"FOO","corr":"k"}`, wire.CodeUnknownOp, false)
+			rawErr(t, c, `{"op":"EVENT","corr":"k"}`, wire.CodeUnknownOp, false)
+			rawErr(t, c, `{"op":"auth","corr":"k"}`, wire.CodeUnknownOp, false)
 			stillOpen(t, c)
 		}},
-		{CodeFrameTooLarge, "frames", func(t *testing.T) {
+		{wire.CodeFrameTooLarge, "frames", func(t *testing.T) {
 			c := admin(t, small)
-			rawErr(t, c, `{"op":"PUBLISH","topic":"a.b","payload":"`+strings.Repeat("x", 5000)+`"}`, CodeFrameTooLarge, true)
+			rawErr(t, c, `{"op":"PUBLISH","topic":"a.b","payload":"`+strings.Repeat("x", 5000)+`"}`, wire.CodeFrameTooLarge, true)
 			stillOpen(t, c)
 			// Over four times the limit: the connection is closed (1009).
 			c.sendRaw(`{"op":"PUBLISH","topic":"a.b","payload":"` + strings.Repeat("x", 20000) + `"}`)
-			if got := c.waitClose(5 * time.Second); got != CloseMessageTooBig {
+			if got := c.waitClose(5 * time.Second); got != wire.CloseMessageTooBig {
 				t.Fatalf("close %d, want 1009", got)
 			}
 		}},
-		{CodeUnauthorized, "before auth", func(t *testing.T) {
+		{wire.CodeUnauthorized, "before auth", func(t *testing.T) {
 			c := dial(t, std.url)
-			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"a.b","payload":1}`, CodeUnauthorized, false)
-			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"a.b","group":"g"}`, CodeUnauthorized, false)
+			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"a.b","payload":1}`, wire.CodeUnauthorized, false)
+			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"a.b","group":"g"}`, wire.CodeUnauthorized, false)
 			stillOpen(t, c)
 		}},
-		{CodeBadToken, "wrong token", func(t *testing.T) {
+		{wire.CodeBadToken, "wrong token", func(t *testing.T) {
 			c := dial(t, std.url)
-			c.send(Frame{Op: OpAuth, Token: "nope"})
-			closesWith(t, c, CodeBadToken, CloseBadToken)
+			c.send(wire.Frame{Op: wire.OpAuth, Token: "nope"})
+			closesWith(t, c, wire.CodeBadToken, wire.CloseBadToken)
 		}},
-		{CodeBadToken, "expired token", func(t *testing.T) {
+		{wire.CodeBadToken, "expired token", func(t *testing.T) {
 			c := dial(t, std.url)
-			c.send(Frame{Op: OpAuth, Token: "stale"})
-			closesWith(t, c, CodeBadToken, CloseBadToken)
+			c.send(wire.Frame{Op: wire.OpAuth, Token: "stale"})
+			closesWith(t, c, wire.CodeBadToken, wire.CloseBadToken)
 		}},
-		{CodeTokenExpired, "expires during session", func(t *testing.T) {
+		{wire.CodeTokenExpired, "expires during session", func(t *testing.T) {
 			c := dialAuth(t, std.url, "short")
-			closesWith(t, c, CodeTokenExpired, CloseTokenExpired)
+			closesWith(t, c, wire.CodeTokenExpired, wire.CloseTokenExpired)
 		}},
-		{CodeAuthTimeout, "no auth", func(t *testing.T) {
+		{wire.CodeAuthTimeout, "no auth", func(t *testing.T) {
 			c := dial(t, quick.url)
-			closesWith(t, c, CodeAuthTimeout, CloseAuthTimeout)
+			closesWith(t, c, wire.CodeAuthTimeout, wire.CloseAuthTimeout)
 		}},
-		{CodeForbidden, "acl", func(t *testing.T) {
+		{wire.CodeForbidden, "acl", func(t *testing.T) {
 			c := dialAuth(t, std.url, "limited")
-			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"no.t","payload":1}`, CodeForbidden, false)
-			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"no.t","group":"mine"}`, CodeForbidden, false)
-			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"ok.t","group":"theirs"}`, CodeForbidden, false)
-			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"ok.t","group":"mine","opts":{"topics":["no.t"]}}`, CodeForbidden, false)
-			rawErr(t, c, `{"op":"CURSOR","corr":"k","topic":"no.t","group":"mine"}`, CodeForbidden, false)
-			rawErr(t, c, `{"op":"SEEK","corr":"k","topic":"no.t","group":"mine","cursor":{}}`, CodeForbidden, false)
-			c.ok(Frame{Op: OpPublish, Topic: "ok.t", Payload: json.RawMessage(`1`)})
+			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"no.t","payload":1}`, wire.CodeForbidden, false)
+			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"no.t","group":"mine"}`, wire.CodeForbidden, false)
+			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"ok.t","group":"theirs"}`, wire.CodeForbidden, false)
+			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"ok.t","group":"mine","opts":{"topics":["no.t"]}}`, wire.CodeForbidden, false)
+			rawErr(t, c, `{"op":"CURSOR","corr":"k","topic":"no.t","group":"mine"}`, wire.CodeForbidden, false)
+			rawErr(t, c, `{"op":"SEEK","corr":"k","topic":"no.t","group":"mine","cursor":{}}`, wire.CodeForbidden, false)
+			c.ok(wire.Frame{Op: wire.OpPublish, Topic: "ok.t", Payload: json.RawMessage(`1`)})
 		}},
-		{CodeBadRequest, "fields", func(t *testing.T) {
+		{wire.CodeBadRequest, "fields", func(t *testing.T) {
 			c := admin(t, std)
 			c.ok(subscribeFrame("br.t", "g", ""))
-			rawErr(t, c, `{"op":"ACK","corr":"k","topic":"br.t","group":"g"}`, CodeBadRequest, false)
-			rawErr(t, c, `{"op":"MODACK","corr":"k","topic":"br.t","group":"g","id":"x","extend_ms":-1}`, CodeBadRequest, false)
-			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"br.u","group":"g","opts":{"maxAttempts":5000}}`, CodeBadRequest, false)
-			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"br.u","group":"g","opts":{"from":"sometime"}}`, CodeBadRequest, false)
-			rawErr(t, c, `{"op":"SEEK","corr":"k","topic":"br.t","group":"g"}`, CodeBadRequest, false)
+			rawErr(t, c, `{"op":"ACK","corr":"k","topic":"br.t","group":"g"}`, wire.CodeBadRequest, false)
+			rawErr(t, c, `{"op":"MODACK","corr":"k","topic":"br.t","group":"g","id":"x","extend_ms":-1}`, wire.CodeBadRequest, false)
+			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"br.u","group":"g","opts":{"maxAttempts":5000}}`, wire.CodeBadRequest, false)
+			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"br.u","group":"g","opts":{"from":"sometime"}}`, wire.CodeBadRequest, false)
+			rawErr(t, c, `{"op":"SEEK","corr":"k","topic":"br.t","group":"g"}`, wire.CodeBadRequest, false)
 		}},
-		{CodeBadTopic, "topics", func(t *testing.T) {
+		{wire.CodeBadTopic, "topics", func(t *testing.T) {
 			c := admin(t, std)
-			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"a b","group":"g"}`, CodeBadTopic, false)
-			rawErr(t, c, `{"op":"PUBLISH","corr":"k","payload":1}`, CodeBadTopic, false)
-			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"a.>","payload":1}`, CodeBadTopic, false)
+			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"a b","group":"g"}`, wire.CodeBadTopic, false)
+			rawErr(t, c, `{"op":"PUBLISH","corr":"k","payload":1}`, wire.CodeBadTopic, false)
+			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"a.>","payload":1}`, wire.CodeBadTopic, false)
 		}},
-		{CodeBadGroup, "groups", func(t *testing.T) {
+		{wire.CodeBadGroup, "groups", func(t *testing.T) {
 			c := admin(t, std)
-			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"a.b","group":"a b"}`, CodeBadGroup, false)
-			rawErr(t, c, `{"op":"CURSOR","corr":"k","topic":"a.b","group":"a b"}`, CodeBadGroup, false)
+			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"a.b","group":"a b"}`, wire.CodeBadGroup, false)
+			rawErr(t, c, `{"op":"CURSOR","corr":"k","topic":"a.b","group":"a b"}`, wire.CodeBadGroup, false)
 		}},
-		{CodeBadPayload, "payloads", func(t *testing.T) {
+		{wire.CodeBadPayload, "payloads", func(t *testing.T) {
 			c := admin(t, std)
-			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"a.b"}`, CodeBadPayload, false)
+			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"a.b"}`, wire.CodeBadPayload, false)
 		}},
-		{CodeBadKey, "key", func(t *testing.T) {
+		{wire.CodeBadKey, "key", func(t *testing.T) {
 			c := admin(t, std)
-			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"a.b","payload":1,"opts":{"key":"`+strings.Repeat("k", 2000)+`"}}`, CodeBadKey, false)
+			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"a.b","payload":1,"opts":{"key":"`+strings.Repeat("k", 2000)+`"}}`, wire.CodeBadKey, false)
 		}},
-		{CodeBadID, "id", func(t *testing.T) {
+		{wire.CodeBadID, "id", func(t *testing.T) {
 			c := admin(t, std)
-			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"a.b","payload":1,"opts":{"id":"has space"}}`, CodeBadID, false)
+			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"a.b","payload":1,"opts":{"id":"has space"}}`, wire.CodeBadID, false)
 		}},
-		{CodeKeyRequired, "compacted", func(t *testing.T) {
+		{wire.CodeKeyRequired, "compacted", func(t *testing.T) {
 			c := admin(t, std)
-			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"compact.state","payload":1}`, CodeKeyRequired, false)
-			c.ok(Frame{Op: OpPublish, Topic: "compact.state", Payload: json.RawMessage(`1`), Opts: json.RawMessage(`{"key":"host:a:1"}`)})
+			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"compact.state","payload":1}`, wire.CodeKeyRequired, false)
+			c.ok(wire.Frame{Op: wire.OpPublish, Topic: "compact.state", Payload: json.RawMessage(`1`), Opts: json.RawMessage(`{"key":"host:a:1"}`)})
 		}},
-		{CodeTooLarge, "store max payload", func(t *testing.T) {
+		{wire.CodeTooLarge, "store max payload", func(t *testing.T) {
 			c := admin(t, std)
-			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"a.b","payload":"`+strings.Repeat("x", 300<<10)+`"}`, CodeTooLarge, false)
+			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"a.b","payload":"`+strings.Repeat("x", 300<<10)+`"}`, wire.CodeTooLarge, false)
 			stillOpen(t, c)
 		}},
-		{CodeAlreadySubscribed, "twice", func(t *testing.T) {
+		{wire.CodeAlreadySubscribed, "twice", func(t *testing.T) {
 			c := admin(t, std)
 			c.ok(subscribeFrame("as.t", "g", ""))
-			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"as.t","group":"g"}`, CodeAlreadySubscribed, false)
+			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"as.t","group":"g"}`, wire.CodeAlreadySubscribed, false)
 		}},
-		{CodeNotSubscribed, "no sub", func(t *testing.T) {
+		{wire.CodeNotSubscribed, "no sub", func(t *testing.T) {
 			c := admin(t, std)
-			rawErr(t, c, `{"op":"ACK","corr":"k","topic":"ns.t","group":"g","id":"x"}`, CodeNotSubscribed, false)
-			rawErr(t, c, `{"op":"UNSUBSCRIBE","corr":"k","topic":"ns.t","group":"g"}`, CodeNotSubscribed, false)
+			rawErr(t, c, `{"op":"ACK","corr":"k","topic":"ns.t","group":"g","id":"x"}`, wire.CodeNotSubscribed, false)
+			rawErr(t, c, `{"op":"UNSUBSCRIBE","corr":"k","topic":"ns.t","group":"g"}`, wire.CodeNotSubscribed, false)
 		}},
-		{CodeUnknownID, "never delivered", func(t *testing.T) {
+		{wire.CodeUnknownID, "never delivered", func(t *testing.T) {
 			c := admin(t, std)
 			c.ok(subscribeFrame("ui.t", "g", ""))
-			rawErr(t, c, `{"op":"ACK","corr":"k","topic":"ui.t","group":"g","id":"0190f0e0-0000-7000-8000-000000000000"}`, CodeUnknownID, false)
-			rawErr(t, c, `{"op":"MODACK","corr":"k","topic":"ui.t","group":"g","id":"x","extend_ms":5000}`, CodeUnknownID, false)
+			rawErr(t, c, `{"op":"ACK","corr":"k","topic":"ui.t","group":"g","id":"0190f0e0-0000-7000-8000-000000000000"}`, wire.CodeUnknownID, false)
+			rawErr(t, c, `{"op":"MODACK","corr":"k","topic":"ui.t","group":"g","id":"x","extend_ms":5000}`, wire.CodeUnknownID, false)
 			// An ACK without corr is still answered when it fails.
-			rawErr(t, c, `{"op":"NACK","topic":"ui.t","group":"g","id":"x"}`, CodeUnknownID, true)
+			rawErr(t, c, `{"op":"NACK","topic":"ui.t","group":"g","id":"x"}`, wire.CodeUnknownID, true)
 		}},
-		{CodeNotFound, "no group", func(t *testing.T) {
+		{wire.CodeNotFound, "no group", func(t *testing.T) {
 			c := admin(t, std)
-			rawErr(t, c, `{"op":"CURSOR","corr":"k","topic":"nf.t","group":"nobody"}`, CodeNotFound, false)
-			rawErr(t, c, `{"op":"CURSOR","corr":"k","topic":"never.created","group":"nobody"}`, CodeNotFound, false)
+			rawErr(t, c, `{"op":"CURSOR","corr":"k","topic":"nf.t","group":"nobody"}`, wire.CodeNotFound, false)
+			rawErr(t, c, `{"op":"CURSOR","corr":"k","topic":"never.created","group":"nobody"}`, wire.CodeNotFound, false)
 		}},
-		{CodeUnsupported, "no live reader", func(t *testing.T) {
+		{wire.CodeUnsupported, "no live reader", func(t *testing.T) {
 			c := admin(t, plain)
-			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"un.t"}`, CodeUnsupported, false)
+			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"un.t"}`, wire.CodeUnsupported, false)
 		}},
-		{CodePublishFailed, "store error", func(t *testing.T) {
+		{wire.CodePublishFailed, "store error", func(t *testing.T) {
 			c := admin(t, std)
-			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"fault.publish","payload":1}`, CodePublishFailed, false)
+			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"fault.publish","payload":1}`, wire.CodePublishFailed, false)
 		}},
-		{CodeUnavailable, "timeout", func(t *testing.T) {
+		{wire.CodeUnavailable, "timeout", func(t *testing.T) {
 			c := admin(t, std)
-			rawErr(t, c, `{"op":"CURSOR","corr":"k","topic":"fault.unavailable","group":"g"}`, CodeUnavailable, false)
+			rawErr(t, c, `{"op":"CURSOR","corr":"k","topic":"fault.unavailable","group":"g"}`, wire.CodeUnavailable, false)
 		}},
-		{CodeClosed, "bus closed", func(t *testing.T) {
+		{wire.CodeClosed, "bus closed", func(t *testing.T) {
 			c := admin(t, std)
-			rawErr(t, c, `{"op":"CURSOR","corr":"k","topic":"fault.closed","group":"g"}`, CodeClosed, false)
+			rawErr(t, c, `{"op":"CURSOR","corr":"k","topic":"fault.closed","group":"g"}`, wire.CodeClosed, false)
 		}},
-		{CodeInternal, "unexpected", func(t *testing.T) {
+		{wire.CodeInternal, "unexpected", func(t *testing.T) {
 			c := admin(t, std)
-			rawErr(t, c, `{"op":"CURSOR","corr":"k","topic":"fault.internal","group":"g"}`, CodeInternal, false)
+			rawErr(t, c, `{"op":"CURSOR","corr":"k","topic":"fault.internal","group":"g"}`, wire.CodeInternal, false)
 			stillOpen(t, c)
 		}},
-		{CodeServerError, "panic", func(t *testing.T) {
+		{wire.CodeServerError, "panic", func(t *testing.T) {
 			c := admin(t, std)
 			c.sendRaw(`{"op":"CURSOR","corr":"k","topic":"fault.panic","group":"g"}`)
-			closesWith(t, c, CodeServerError, CloseServerError)
+			closesWith(t, c, wire.CodeServerError, wire.CloseServerError)
 		}},
-		{CodeIdle, "no pong", func(t *testing.T) {
+		{wire.CodeIdle, "no pong", func(t *testing.T) {
 			conn, _, err := dialRaw(t, quick.url, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -345,12 +345,12 @@ func TestErrorCodes(t *testing.T) {
 			// closed socket.)
 			conn.SetPingHandler(func(string) error { return nil })
 			c := newWSClientDelayed(t, conn, 800*time.Millisecond)
-			if got := c.waitClose(5 * time.Second); got != CloseIdle {
-				t.Fatalf("close %d, want %d", got, CloseIdle)
+			if got := c.waitClose(5 * time.Second); got != wire.CloseIdle {
+				t.Fatalf("close %d, want %d", got, wire.CloseIdle)
 			}
 		}},
-		{CodeSlowClient, "fake transport", testSlowClient},
-		{CodeLimitExceeded, "one group too many", func(t *testing.T) {
+		{wire.CodeSlowClient, "fake transport", testSlowClient},
+		{wire.CodeLimitExceeded, "one group too many", func(t *testing.T) {
 			if _, err := bus.JetStream().CreateStream(t.Context(), njs.StreamConfig{
 				Name: "GWLIMIT", Subjects: []string{"gwlim.t"}, Storage: njs.MemoryStorage, MaxConsumers: 1,
 			}); err != nil {
@@ -358,36 +358,36 @@ func TestErrorCodes(t *testing.T) {
 			}
 			c := admin(t, std)
 			c.ok(subscribeFrame("gwlim.t", "one", ""))
-			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"gwlim.t","group":"two"}`, CodeLimitExceeded, false)
+			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"gwlim.t","group":"two"}`, wire.CodeLimitExceeded, false)
 			stillOpen(t, c)
 		}},
-		{CodeStorageFull, "a topic larger than the disk", func(t *testing.T) {
+		{wire.CodeStorageFull, "a topic larger than the disk", func(t *testing.T) {
 			full := newBus(t, func(oc *jetstream.OpenConfig) {
 				oc.Bus.Topics = []jetstream.TopicConfig{{Pattern: "huge.t", MaxBytes: 1 << 60}}
 			})
 			g := newGateway(t, full, Config{})
 			c := dialAuth(t, g.url, "")
-			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"huge.t","payload":1}`, CodeStorageFull, false)
+			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"huge.t","payload":1}`, wire.CodeStorageFull, false)
 			stillOpen(t, c)
 		}},
-		{CodeDisconnected, "an operator disconnects the session", func(t *testing.T) {
+		{wire.CodeDisconnected, "an operator disconnects the session", func(t *testing.T) {
 			g := newGateway(t, bus, Config{})
 			c := dialAuth(t, g.url, "")
 			list := g.Sessions()
 			if len(list) != 1 || !g.Disconnect(list[0].ID) {
 				t.Fatalf("sessions %+v", list)
 			}
-			if got := c.waitClose(5 * time.Second); got != CloseDisconnected {
+			if got := c.waitClose(5 * time.Second); got != wire.CloseDisconnected {
 				t.Fatalf("close %d", got)
 			}
 		}},
-		{CodeGoingAway, "shutdown", func(t *testing.T) {
+		{wire.CodeGoingAway, "shutdown", func(t *testing.T) {
 			g := newGateway(t, bus, Config{})
 			c := dialAuth(t, g.url, "")
 			if err := g.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if got := c.waitClose(5 * time.Second); got != CloseGoingAway {
+			if got := c.waitClose(5 * time.Second); got != wire.CloseGoingAway {
 				t.Fatalf("close %d", got)
 			}
 		}},
@@ -398,7 +398,7 @@ func TestErrorCodes(t *testing.T) {
 		covered[tc.code] = true
 		t.Run(tc.code+"/"+tc.name, tc.run)
 	}
-	for _, ci := range Codes {
+	for _, ci := range wire.Codes() {
 		if !covered[ci.Code] {
 			t.Errorf("code %s has no test", ci.Code)
 		}
@@ -417,35 +417,4 @@ func newWSClientDelayed(t *testing.T, conn *websocket.Conn, d time.Duration) *ws
 		<-w.done
 	})
 	return w
-}
-
-func TestCodeTable(t *testing.T) {
-	seen := map[string]bool{}
-	for _, c := range Codes {
-		if seen[c.Code] {
-			t.Errorf("duplicate code %s", c.Code)
-		}
-		seen[c.Code] = true
-		if c.Close != 0 && c.Close != CloseGoingAway && (c.Close < 4000 || c.Close > 4999) {
-			t.Errorf("%s: close code %d outside 4000-4999", c.Code, c.Close)
-		}
-		if !c.ERR && c.Close == 0 {
-			t.Errorf("%s: neither ERR nor close", c.Code)
-		}
-	}
-	// Every facade sentinel's code is in the table.
-	for _, e := range []*facade.Error{facade.ErrBadTopic, facade.ErrBadGroup, facade.ErrBadPayload, facade.ErrBadKey,
-		facade.ErrBadID, facade.ErrInvalidOption, facade.ErrKeyRequired, facade.ErrUnknownID, facade.ErrNotFound,
-		ErrNotSubscribed, facade.ErrTooLarge, facade.ErrUnavailable, facade.ErrClosed} {
-		if !seen[e.Code] {
-			t.Errorf("facade code %s missing from the table", e.Code)
-		}
-	}
-	doc, err := os.ReadFile("../docs/protocol.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(doc), CodesMarkdown()) {
-		t.Errorf("docs/protocol.md does not contain the current code table; paste:\n%s", CodesMarkdown())
-	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/wsbatch"
+	"github.com/eventhub/eventhub/wire"
 )
 
 // Gateway serves the WebSocket protocol and the HTTP publish endpoint over a
@@ -125,8 +126,8 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 	s := newSession(g, t, log)
 	s.meta.id, s.meta.remote, s.meta.started = id, r.RemoteAddr, time.Now()
 	if release, err := g.admitIP(r); err != nil {
-		s.replyErr("", err, CodeConnQuota)
-		t.Close(CloseQuota, CodeConnQuota)
+		s.replyErr("", err, wire.CodeConnQuota)
+		t.Close(wire.CloseQuota, wire.CodeConnQuota)
 	} else {
 		defer release()
 	}
@@ -134,7 +135,7 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
-		t.Close(CloseGoingAway, CodeGoingAway)
+		t.Close(wire.CloseGoingAway, wire.CodeGoingAway)
 	} else {
 		g.sessions[s] = t
 		g.mu.Unlock()
@@ -144,7 +145,7 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 	var writer sync.WaitGroup
 	writer.Go(t.run)
 	reason := g.read(s, ws)
-	t.Close(CloseNormal, "")
+	t.Close(wire.CloseNormal, "")
 	s.end(reason)
 	s.releaseLimits()
 	writer.Wait()
@@ -160,8 +161,8 @@ func (g *Gateway) read(s *session, ws *websocket.Conn) (reason string) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("reader panic", "panic", r)
-			s.t.Close(CloseServerError, CodeServerError)
-			reason = CodeServerError
+			s.t.Close(wire.CloseServerError, wire.CodeServerError)
+			reason = wire.CodeServerError
 		}
 	}()
 	limit := g.cfg.MaxFrameBytes
@@ -178,10 +179,10 @@ func (g *Gateway) read(s *session, ws *websocket.Conn) (reason string) {
 			var ne net.Error
 			switch {
 			case errors.As(err, &ne) && ne.Timeout():
-				s.t.Close(CloseIdle, CodeIdle)
-				return CodeIdle
+				s.t.Close(wire.CloseIdle, wire.CodeIdle)
+				return wire.CodeIdle
 			case errors.Is(err, websocket.ErrReadLimit):
-				return CodeFrameTooLarge
+				return wire.CodeFrameTooLarge
 			}
 			return "read: " + err.Error()
 		}
@@ -190,15 +191,15 @@ func (g *Gateway) read(s *session, ws *websocket.Conn) (reason string) {
 		buf, tooLarge, err = readFrame(r, buf[:0], limit)
 		if err != nil {
 			if errors.Is(err, websocket.ErrReadLimit) {
-				return CodeFrameTooLarge
+				return wire.CodeFrameTooLarge
 			}
 			return "read: " + err.Error()
 		}
 		switch {
 		case tooLarge:
-			s.sendErr("", CodeFrameTooLarge, "frame larger than "+strconv.FormatInt(limit, 10)+" bytes discarded")
+			s.sendErr("", wire.CodeFrameTooLarge, "frame larger than "+strconv.FormatInt(limit, 10)+" bytes discarded")
 		case mt != websocket.TextMessage:
-			s.sendErr("", CodeBadFrame, "binary messages are not supported; send JSON text")
+			s.sendErr("", wire.CodeBadFrame, "binary messages are not supported; send JSON text")
 		default:
 			s.handle(buf)
 		}
@@ -278,7 +279,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		}
 	}
 	for _, t := range ts {
-		t.Close(CloseGoingAway, CodeGoingAway)
+		t.Close(wire.CloseGoingAway, wire.CodeGoingAway)
 	}
 	done := make(chan struct{})
 	go func() { g.wg.Wait(); close(done) }()

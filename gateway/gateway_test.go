@@ -9,9 +9,10 @@ import (
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/testutil"
+	"github.com/eventhub/eventhub/wire"
 )
 
-// The seeds' smoke test: subscribe, publish 10, all received and ACKed,
+// The reference clients' smoke test: subscribe, publish 10, all received and ACKed,
 // the group's cursor advanced.
 func TestSmoke(t *testing.T) {
 	bus := newBus(t)
@@ -21,7 +22,7 @@ func TestSmoke(t *testing.T) {
 
 	var ids []string
 	for i := range 10 {
-		r := c.ok(Frame{Op: OpPublish, Topic: "smoke.t", Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))})
+		r := c.ok(wire.Frame{Op: wire.OpPublish, Topic: "smoke.t", Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))})
 		if r.ID == "" || r.Seq == 0 {
 			t.Fatalf("publish OK without id/seq: %+v", r)
 		}
@@ -53,7 +54,7 @@ func TestSmoke(t *testing.T) {
 	})
 }
 
-// The seeds' clients: PromClient sends AUTH without corr and takes the first
+// The reference TypeScript clients: PromClient sends AUTH without corr and takes the first
 // OK as "connected"; EventClient sends ACK without corr and expects nothing.
 func TestSeedClientFrames(t *testing.T) {
 	bus := newBus(t)
@@ -61,7 +62,7 @@ func TestSeedClientFrames(t *testing.T) {
 	for _, path := range []string{"", "/ws"} {
 		c := dial(t, g.url+path)
 		c.sendRaw(`{"op":"AUTH"}`)
-		if f, ok := c.await(5*time.Second, func(Frame) bool { return true }); !ok || f.Op != OpOK || f.Corr != "" {
+		if f, ok := c.await(5*time.Second, func(wire.Frame) bool { return true }); !ok || f.Op != wire.OpOK || f.Corr != "" {
 			t.Fatalf("%q: AUTH without corr answered %+v", path, f)
 		}
 		c.sendRaw(`{"op":"SUBSCRIBE","topic":"seed.t","group":"g","opts":{"from":"earliest","manualAck":false}}`)
@@ -74,13 +75,13 @@ func TestSeedClientFrames(t *testing.T) {
 		// An ACK without corr is answered only on error: the next frame
 		// answers the CURSOR.
 		testutil.CheckFor(t, 5*time.Second, func() error {
-			r := c.request(Frame{Op: OpCursor, Topic: "seed.t", Group: "g"})
-			if r.Op != OpOK || r.Cursor == nil || r.Cursor.LastID != ev.Event.ID {
+			r := c.request(wire.Frame{Op: wire.OpCursor, Topic: "seed.t", Group: "g"})
+			if r.Op != wire.OpOK || r.Cursor == nil || r.Cursor.LastID != ev.Event.ID {
 				return fmt.Errorf("cursor after ACK: %+v", r)
 			}
 			return nil
 		})
-		c.ok(Frame{Op: OpUnsubscribe, Topic: "seed.t", Group: "g"})
+		c.ok(wire.Frame{Op: wire.OpUnsubscribe, Topic: "seed.t", Group: "g"})
 	}
 }
 
@@ -94,15 +95,15 @@ func TestNackRedeliversWithNextAttempt(t *testing.T) {
 	if ev.Event.ID != rec.ID || ev.Ctx.Attempt != 1 {
 		t.Fatalf("first delivery %+v", ev.Ctx)
 	}
-	c.ok(Frame{Op: OpNack, Topic: "nack.t", Group: "g", ID: rec.ID, Reason: "try again"})
+	c.ok(wire.Frame{Op: wire.OpNack, Topic: "nack.t", Group: "g", ID: rec.ID, Reason: "try again"})
 	ev = c.mustEvent()
 	if ev.Event.ID != rec.ID || ev.Ctx.Attempt != 2 {
 		t.Fatalf("redelivery attempt %d, want 2", ev.Ctx.Attempt)
 	}
 	// The old attempt is fenced when the frame names it.
-	c.errCode(Frame{Op: OpAck, Topic: "nack.t", Group: "g", ID: rec.ID, Attempt: 1}, CodeUnknownID)
-	c.ok(Frame{Op: OpAck, Topic: "nack.t", Group: "g", ID: rec.ID, Attempt: 2})
-	c.errCode(ackFrame(ev), CodeUnknownID) // already settled
+	c.errCode(wire.Frame{Op: wire.OpAck, Topic: "nack.t", Group: "g", ID: rec.ID, Attempt: 1}, wire.CodeUnknownID)
+	c.ok(wire.Frame{Op: wire.OpAck, Topic: "nack.t", Group: "g", ID: rec.ID, Attempt: 2})
+	c.errCode(ackFrame(ev), wire.CodeUnknownID) // already settled
 }
 
 // A lease that expires is handed back; another member of the group gets
@@ -119,7 +120,7 @@ func TestExpiredLeaseRedeliversToOtherMember(t *testing.T) {
 
 	// Whoever gets it first never acks; the other acks.
 	var first, second *wsClient
-	var ev Frame
+	var ev wire.Frame
 	testutil.CheckFor(t, 5*time.Second, func() error {
 		if f, ok := a.event(20 * time.Millisecond); ok {
 			first, second, ev = a, b, f
@@ -137,7 +138,7 @@ func TestExpiredLeaseRedeliversToOtherMember(t *testing.T) {
 	start := time.Now()
 	// The first member may get it back too (the group chooses); it keeps
 	// ignoring it until the other member has it.
-	var got Frame
+	var got wire.Frame
 	testutil.CheckFor(t, 15*time.Second, func() error {
 		if f, ok := second.event(100 * time.Millisecond); ok {
 			got = f
@@ -151,7 +152,7 @@ func TestExpiredLeaseRedeliversToOtherMember(t *testing.T) {
 	if d := time.Since(start); d < 800*time.Millisecond {
 		t.Fatalf("redelivered after %v, before the lease expired", d)
 	}
-	first.errCode(ackFrame(ev), CodeUnknownID) // stale: its lease expired
+	first.errCode(ackFrame(ev), wire.CodeUnknownID) // stale: its lease expired
 	second.ok(ackFrame(got))
 	testutil.CheckFor(t, 5*time.Second, func() error {
 		cur, err := bus.GetCursor(context.Background(), "lease.t", "g")
@@ -171,7 +172,7 @@ func TestModAckExtendsLease(t *testing.T) {
 	rec := publish(t, bus, "modack.t", `{}`)
 	ev := c.mustEvent()
 	extended := time.Now()
-	c.ok(Frame{Op: OpModAck, Topic: "modack.t", Group: "g", ID: rec.ID, ExtendMs: 3000})
+	c.ok(wire.Frame{Op: wire.OpModAck, Topic: "modack.t", Group: "g", ID: rec.ID, ExtendMs: 3000})
 	// Nothing before the new deadline (the old one was at 1s)...
 	c.noEvent(2500 * time.Millisecond)
 	// ...the lease is still ours: a MODACK / ACK now would be accepted.
@@ -195,10 +196,10 @@ func TestModAckWithoutExtendRenewsTheLease(t *testing.T) {
 	c.ok(subscribeFrame("modack.def", "g", `{"ackTimeoutMs":4000}`))
 	rec := publish(t, bus, "modack.def", `{}`)
 	c.mustEvent()
-	c.ok(Frame{Op: OpModAck, Topic: "modack.def", Group: "g", ID: rec.ID})
+	c.ok(wire.Frame{Op: wire.OpModAck, Topic: "modack.def", Group: "g", ID: rec.ID})
 	// With a 1 s lease the event would come back after about a second.
 	c.noEvent(2500 * time.Millisecond)
-	c.ok(Frame{Op: OpAck, Topic: "modack.def", Group: "g", ID: rec.ID})
+	c.ok(wire.Frame{Op: wire.OpAck, Topic: "modack.def", Group: "g", ID: rec.ID})
 }
 
 // Closing a socket hands its in-flight events back at once.
@@ -250,7 +251,7 @@ func TestFullSubscriptionLosesNothing(t *testing.T) {
 	for len(seen) < n {
 		// Take what the window allows, check it is never exceeded, then
 		// ack the batch.
-		var batch []Frame
+		var batch []wire.Frame
 		ev := c.mustEvent()
 		batch = append(batch, ev)
 		for {
@@ -294,8 +295,8 @@ func TestSameIDNeverInFlightTwice(t *testing.T) {
 	}
 	// Rewind the group: the bus delivers the same three events again while
 	// they are still leased here.
-	c.ok(Frame{Op: OpSeek, Topic: "dup.t", Group: "g", Cursor: &facade.CursorPosition{}})
-	var again []Frame
+	c.ok(wire.Frame{Op: wire.OpSeek, Topic: "dup.t", Group: "g", Cursor: &facade.CursorPosition{}})
+	var again []wire.Frame
 	for range 3 {
 		again = append(again, c.mustEvent())
 	}
@@ -313,7 +314,7 @@ func TestSameIDNeverInFlightTwice(t *testing.T) {
 	}
 	for _, ev := range again {
 		c.ok(ackFrame(ev))
-		c.errCode(ackFrame(ev), CodeUnknownID)
+		c.errCode(ackFrame(ev), wire.CodeUnknownID)
 	}
 }
 
@@ -374,8 +375,8 @@ func TestShutdownGoingAwayHandsBack(t *testing.T) {
 	if err := g1.Shutdown(ctx); err != nil {
 		t.Fatalf("shutdown: %v", err)
 	}
-	if code := a.waitClose(5 * time.Second); code != CloseGoingAway {
-		t.Fatalf("close code %d, want %d", code, CloseGoingAway)
+	if code := a.waitClose(5 * time.Second); code != wire.CloseGoingAway {
+		t.Fatalf("close code %d, want %d", code, wire.CloseGoingAway)
 	}
 	ev := b.mustEvent()
 	if ev.Event.ID != rec.ID || ev.Ctx.Attempt != 2 {

@@ -18,6 +18,7 @@ import (
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/jetstream"
+	"github.com/eventhub/eventhub/wire"
 )
 
 func TestMain(m *testing.M) {
@@ -77,7 +78,7 @@ type wsClient struct {
 	corr atomic.Int64
 
 	mu     sync.Mutex
-	frames []Frame
+	frames []wire.Frame
 	raw    []string
 	notify chan struct{}
 	closed error // the read error, once reading stopped
@@ -114,7 +115,7 @@ func newWSClient(t testing.TB, c *websocket.Conn) *wsClient {
 func dialAuth(t testing.TB, url, token string) *wsClient {
 	t.Helper()
 	w := dial(t, url)
-	w.ok(Frame{Op: OpAuth, Token: token})
+	w.ok(wire.Frame{Op: wire.OpAuth, Token: token})
 	return w
 }
 
@@ -129,9 +130,9 @@ func (w *wsClient) readLoop() {
 			w.wake()
 			return
 		}
-		var f Frame
+		var f wire.Frame
 		if err := json.Unmarshal(data, &f); err != nil {
-			f = Frame{Op: "UNPARSEABLE", Msg: string(data)}
+			f = wire.Frame{Op: "UNPARSEABLE", Msg: string(data)}
 		}
 		w.frames = append(w.frames, f)
 		w.raw = append(w.raw, string(data))
@@ -154,9 +155,9 @@ func (w *wsClient) sendRaw(s string) {
 	}
 }
 
-func (w *wsClient) send(f Frame) {
+func (w *wsClient) send(f wire.Frame) {
 	w.t.Helper()
-	b, err := Encode(&f)
+	b, err := wire.Encode(&f)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func (w *wsClient) send(f Frame) {
 
 // await returns (and consumes) the first frame matching pred, waiting up to
 // timeout. ok is false on timeout or when the connection closed first.
-func (w *wsClient) await(timeout time.Duration, pred func(Frame) bool) (Frame, bool) {
+func (w *wsClient) await(timeout time.Duration, pred func(wire.Frame) bool) (wire.Frame, bool) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
@@ -180,22 +181,22 @@ func (w *wsClient) await(timeout time.Duration, pred func(Frame) bool) (Frame, b
 		closed := w.closed
 		w.mu.Unlock()
 		if closed != nil {
-			return Frame{}, false
+			return wire.Frame{}, false
 		}
 		select {
 		case <-w.notify:
 		case <-deadline.C:
-			return Frame{}, false
+			return wire.Frame{}, false
 		}
 	}
 }
 
 // request sends f with a fresh corr and returns the OK or ERR answering it.
-func (w *wsClient) request(f Frame) Frame {
+func (w *wsClient) request(f wire.Frame) wire.Frame {
 	w.t.Helper()
 	f.Corr = fmt.Sprintf("c%d", w.corr.Add(1))
 	w.send(f)
-	r, ok := w.await(5*time.Second, func(r Frame) bool { return (r.Op == OpOK || r.Op == OpErr) && r.Corr == f.Corr })
+	r, ok := w.await(5*time.Second, func(r wire.Frame) bool { return (r.Op == wire.OpOK || r.Op == wire.OpErr) && r.Corr == f.Corr })
 	if !ok {
 		w.t.Fatalf("no answer to %s %s (closed: %v)", f.Op, f.Corr, w.closeErr())
 	}
@@ -203,31 +204,31 @@ func (w *wsClient) request(f Frame) Frame {
 }
 
 // ok is request expecting OK.
-func (w *wsClient) ok(f Frame) Frame {
+func (w *wsClient) ok(f wire.Frame) wire.Frame {
 	w.t.Helper()
 	r := w.request(f)
-	if r.Op != OpOK {
+	if r.Op != wire.OpOK {
 		w.t.Fatalf("%s: got ERR %s: %s", f.Op, r.Code, r.Msg)
 	}
 	return r
 }
 
 // errCode is request expecting ERR with code.
-func (w *wsClient) errCode(f Frame, code string) Frame {
+func (w *wsClient) errCode(f wire.Frame, code string) wire.Frame {
 	w.t.Helper()
 	r := w.request(f)
-	if r.Op != OpErr || r.Code != code {
+	if r.Op != wire.OpErr || r.Code != code {
 		w.t.Fatalf("%s: got %s %s (%s), want ERR %s", f.Op, r.Op, r.Code, r.Msg, code)
 	}
 	return r
 }
 
 // event awaits the next EVENT (of any subscription).
-func (w *wsClient) event(timeout time.Duration) (Frame, bool) {
-	return w.await(timeout, func(f Frame) bool { return f.Op == OpEvent })
+func (w *wsClient) event(timeout time.Duration) (wire.Frame, bool) {
+	return w.await(timeout, func(f wire.Frame) bool { return f.Op == wire.OpEvent })
 }
 
-func (w *wsClient) mustEvent() Frame {
+func (w *wsClient) mustEvent() wire.Frame {
 	w.t.Helper()
 	f, ok := w.event(10 * time.Second)
 	if !ok {
@@ -266,16 +267,16 @@ func (w *wsClient) waitClose(timeout time.Duration) int {
 	return -1
 }
 
-func subscribeFrame(topic, group string, opts string) Frame {
-	f := Frame{Op: OpSubscribe, Topic: topic, Group: group}
+func subscribeFrame(topic, group string, opts string) wire.Frame {
+	f := wire.Frame{Op: wire.OpSubscribe, Topic: topic, Group: group}
 	if opts != "" {
 		f.Opts = json.RawMessage(opts)
 	}
 	return f
 }
 
-func ackFrame(ev Frame) Frame {
-	return Frame{Op: OpAck, Topic: ev.Topic, Group: ev.Group, ID: ev.Event.ID}
+func ackFrame(ev wire.Frame) wire.Frame {
+	return wire.Frame{Op: wire.OpAck, Topic: ev.Topic, Group: ev.Group, ID: ev.Event.ID}
 }
 
 func publish(t testing.TB, b facade.Publisher, topic string, payload string) *facade.EventRecord {

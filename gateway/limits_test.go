@@ -7,6 +7,7 @@ import (
 
 	"github.com/eventhub/eventhub/jetstream"
 	"github.com/eventhub/eventhub/limits"
+	"github.com/eventhub/eventhub/wire"
 )
 
 // testLimiter counts every principal as "p".
@@ -49,56 +50,56 @@ func limitCodeCases() []struct {
 		name string
 		run  func(t *testing.T)
 	}{
-		{CodeRateLimited, "a publish over the bucket", func(t *testing.T) {
+		{wire.CodeRateLimited, "a publish over the bucket", func(t *testing.T) {
 			g := limitedGateway(t, limits.Config{Rates: []limits.RateRule{{Events: 1, EventsBurst: 1}}})
 			c := dialAuth(t, g.url, "")
-			c.ok(Frame{Op: OpPublish, Corr: "1", Topic: "rl.t", Payload: []byte(`1`)})
-			r := c.errCode(Frame{Op: OpPublish, Corr: "2", Topic: "rl.t", Payload: []byte(`2`)}, CodeRateLimited)
+			c.ok(wire.Frame{Op: wire.OpPublish, Corr: "1", Topic: "rl.t", Payload: []byte(`1`)})
+			r := c.errCode(wire.Frame{Op: wire.OpPublish, Corr: "2", Topic: "rl.t", Payload: []byte(`2`)}, wire.CodeRateLimited)
 			if r.RetryAfterMs <= 0 || r.RetryAfterMs > 1000 {
 				t.Fatalf("retry_after_ms %d", r.RetryAfterMs)
 			}
-			c.ok(Frame{Op: OpAuth, Corr: "3"}) // still open
+			c.ok(wire.Frame{Op: wire.OpAuth, Corr: "3"}) // still open
 		}},
-		{CodeTopicQuota, "a second topic", func(t *testing.T) {
+		{wire.CodeTopicQuota, "a second topic", func(t *testing.T) {
 			g := limitedGateway(t, limits.Config{Quotas: limits.Quotas{Topics: 1}})
 			c := dialAuth(t, g.url, "")
-			c.ok(Frame{Op: OpPublish, Corr: "1", Topic: "tq.one", Payload: []byte(`1`)})
-			c.errCode(Frame{Op: OpPublish, Corr: "2", Topic: "tq.two", Payload: []byte(`1`)}, CodeTopicQuota)
-			c.errCode(subscribeFrame("tq.three", "g", ""), CodeTopicQuota)
-			c.ok(Frame{Op: OpPublish, Corr: "3", Topic: "tq.one", Payload: []byte(`1`)})
+			c.ok(wire.Frame{Op: wire.OpPublish, Corr: "1", Topic: "tq.one", Payload: []byte(`1`)})
+			c.errCode(wire.Frame{Op: wire.OpPublish, Corr: "2", Topic: "tq.two", Payload: []byte(`1`)}, wire.CodeTopicQuota)
+			c.errCode(subscribeFrame("tq.three", "g", ""), wire.CodeTopicQuota)
+			c.ok(wire.Frame{Op: wire.OpPublish, Corr: "3", Topic: "tq.one", Payload: []byte(`1`)})
 		}},
-		{CodeGroupQuota, "a second group", func(t *testing.T) {
+		{wire.CodeGroupQuota, "a second group", func(t *testing.T) {
 			g := limitedGateway(t, limits.Config{Quotas: limits.Quotas{Groups: 1}})
 			c := dialAuth(t, g.url, "")
 			c.ok(subscribeFrame("gq.t", "one", ""))
-			c.errCode(subscribeFrame("gq.t", "two", ""), CodeGroupQuota)
+			c.errCode(subscribeFrame("gq.t", "two", ""), wire.CodeGroupQuota)
 		}},
-		{CodeSubQuota, "a second subscription", func(t *testing.T) {
+		{wire.CodeSubQuota, "a second subscription", func(t *testing.T) {
 			g := limitedGateway(t, limits.Config{Quotas: limits.Quotas{Subscriptions: 1}})
 			c := dialAuth(t, g.url, "")
 			c.ok(subscribeFrame("sq.t", "one", ""))
-			c.errCode(subscribeFrame("sq.t", "two", ""), CodeSubQuota)
-			c.ok(Frame{Op: OpUnsubscribe, Corr: "u", Topic: "sq.t", Group: "one"})
+			c.errCode(subscribeFrame("sq.t", "two", ""), wire.CodeSubQuota)
+			c.ok(wire.Frame{Op: wire.OpUnsubscribe, Corr: "u", Topic: "sq.t", Group: "one"})
 			deadline := time.Now().Add(5 * time.Second)
-			for r := c.request(subscribeFrame("sq.t", "two", "")); r.Op != OpOK; r = c.request(subscribeFrame("sq.t", "two", "")) {
-				if r.Code != CodeSubQuota || time.Now().After(deadline) {
+			for r := c.request(subscribeFrame("sq.t", "two", "")); r.Op != wire.OpOK; r = c.request(subscribeFrame("sq.t", "two", "")) {
+				if r.Code != wire.CodeSubQuota || time.Now().After(deadline) {
 					t.Fatalf("after UNSUBSCRIBE: %s %s", r.Code, r.Msg)
 				}
 			}
 		}},
-		{CodeConnQuota, "a second connection", func(t *testing.T) {
+		{wire.CodeConnQuota, "a second connection", func(t *testing.T) {
 			g := limitedGateway(t, limits.Config{Quotas: limits.Quotas{Connections: 1}})
 			dialAuth(t, g.url, "")
 			c2 := dial(t, g.url)
-			c2.send(Frame{Op: OpAuth, Corr: "a"})
-			if got := c2.waitClose(5 * time.Second); got != CloseQuota {
-				t.Fatalf("principal over its quota: close %d, want %d", got, CloseQuota)
+			c2.send(wire.Frame{Op: wire.OpAuth, Corr: "a"})
+			if got := c2.waitClose(5 * time.Second); got != wire.CloseQuota {
+				t.Fatalf("principal over its quota: close %d, want %d", got, wire.CloseQuota)
 			}
 			ip := limitedGateway(t, limits.Config{ConnectionsPerIP: 1})
 			dialAuth(t, ip.url, "")
 			c4 := dial(t, ip.url) // the second from 127.0.0.1
-			if got := c4.waitClose(5 * time.Second); got != CloseQuota {
-				t.Fatalf("address over its quota: close %d, want %d", got, CloseQuota)
+			if got := c4.waitClose(5 * time.Second); got != wire.CloseQuota {
+				t.Fatalf("address over its quota: close %d, want %d", got, wire.CloseQuota)
 			}
 		}},
 	}

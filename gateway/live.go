@@ -9,6 +9,7 @@ import (
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/eventjson"
+	"github.com/eventhub/eventhub/wire"
 )
 
 // Live subscriptions: a SUBSCRIBE without a group follows a topic. The
@@ -17,23 +18,6 @@ import (
 // once. A subscription may first recover what it missed since a stream
 // position, or start from a snapshot of a keyed topic; events published
 // meanwhile wait in its pending list, so nothing is skipped or sent twice.
-
-// LiveOptions are the opts of a live SUBSCRIBE.
-type LiveOptions struct {
-	// Since, when set, recovers the events stored after this position
-	// before the live ones.
-	Since *LivePosition `json:"since,omitempty"`
-	// Snapshot sends the newest event of every key of the (keyed) topic
-	// first, then the events stored after it.
-	Snapshot bool `json:"snapshot,omitempty"`
-}
-
-// LivePosition is a position in a topic's stream: the seq of an event (as
-// every EVENT carries it) or its id.
-type LivePosition struct {
-	Seq uint64 `json:"seq,omitempty"`
-	ID  string `json:"id,omitempty"`
-}
 
 // liveSink is where a live subscription's events go: a WebSocket session
 // or an SSE stream.
@@ -71,7 +55,7 @@ type liveEvent struct {
 
 // wsFrame is the event's EVENT frame: {"op":"EVENT","topic":…,"event":{…}}.
 func (ev *liveEvent) wsFrame() []byte {
-	ev.wsOnce.Do(func() { ev.ws = AppendLiveEvent(nil, ev.e) })
+	ev.wsOnce.Do(func() { ev.ws = wire.AppendLiveEvent(nil, ev.e) })
 	return ev.ws
 }
 
@@ -152,10 +136,10 @@ func (sub *liveSub) offer(ev *liveEvent) {
 // follow starts a live subscription of sink to topic: recovering from
 // opts.Since or starting from a snapshot when asked, then live. It returns
 // once the subscription is live (its OK sent).
-func (g *Gateway) follow(ctx context.Context, topic string, opts LiveOptions, sink liveSink) (*liveSub, error) {
+func (g *Gateway) follow(ctx context.Context, topic string, opts wire.LiveOptions, sink liveSink) (*liveSub, error) {
 	lr, ok := g.bus.(facade.LiveReader)
 	if !ok {
-		return nil, ErrUnsupported
+		return nil, wire.ErrUnsupported
 	}
 	lt, err := g.liveTopicOf(ctx, lr, topic)
 	if err != nil {
@@ -186,7 +170,7 @@ func (g *Gateway) follow(ctx context.Context, topic string, opts LiveOptions, si
 	defer sub.mu.Unlock()
 	if sub.dead {
 		go g.unfollow(sub)
-		return nil, fmt.Errorf("%w: more than %d events were published while the subscription recovered", ErrSlowClient, g.cfg.LivePending)
+		return nil, fmt.Errorf("%w: more than %d events were published while the subscription recovered", wire.ErrSlowClient, g.cfg.LivePending)
 	}
 	sink.sendReady(ready)
 	for _, ev := range sub.pending {
@@ -204,14 +188,14 @@ func (g *Gateway) follow(ctx context.Context, topic string, opts LiveOptions, si
 
 // recover sends sub what its topic holds after opts.Since (or a snapshot)
 // and says how complete that was.
-func (g *Gateway) recover(ctx context.Context, lr facade.LiveReader, sub *liveSub, opts LiveOptions) (liveReady, error) {
+func (g *Gateway) recover(ctx context.Context, lr facade.LiveReader, sub *liveSub, opts wire.LiveOptions) (liveReady, error) {
 	topic := sub.lt.topic
 	var after uint64
 	ready := liveReady{Recovery: true, Recovered: true}
 	if opts.Snapshot {
 		ks, ok := g.bus.(facade.KeyScanner)
 		if !ok {
-			return ready, ErrUnsupported
+			return ready, wire.ErrUnsupported
 		}
 		upTo, err := ks.Latest(ctx, topic, func(e *facade.EventRecord) error {
 			return sub.sendRecovered(e)
@@ -257,7 +241,7 @@ func (sub *liveSub) sendRecovered(e *facade.EventRecord) error {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
 	if sub.dead {
-		return ErrSlowClient
+		return wire.ErrSlowClient
 	}
 	if e.Seq <= sub.last {
 		return nil
@@ -265,13 +249,13 @@ func (sub *liveSub) sendRecovered(e *facade.EventRecord) error {
 	sub.last = e.Seq
 	if !sub.sink.sendLive(&liveEvent{e: e}) {
 		sub.dead = true
-		return ErrSlowClient
+		return wire.ErrSlowClient
 	}
 	return nil
 }
 
 // positionOf resolves a SUBSCRIBE's since.
-func (g *Gateway) positionOf(ctx context.Context, topic string, p *LivePosition) (uint64, error) {
+func (g *Gateway) positionOf(ctx context.Context, topic string, p *wire.LivePosition) (uint64, error) {
 	if p.ID == "" {
 		return p.Seq, nil
 	}
@@ -279,7 +263,7 @@ func (g *Gateway) positionOf(ctx context.Context, topic string, p *LivePosition)
 		SeqOfID(ctx context.Context, topic, id string) (uint64, error)
 	})
 	if !ok {
-		return 0, fmt.Errorf("%w: since by id is not supported by this bus; use seq", ErrUnsupported)
+		return 0, fmt.Errorf("%w: since by id is not supported by this bus; use seq", wire.ErrUnsupported)
 	}
 	return r.SeqOfID(ctx, topic, p.ID)
 }

@@ -13,10 +13,11 @@ import (
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/jetstream"
+	"github.com/eventhub/eventhub/wire"
 	njs "github.com/nats-io/nats.go/jetstream"
 )
 
-func liveFrame(topic, opts string) Frame { return subscribeFrame(topic, "", opts) }
+func liveFrame(topic, opts string) wire.Frame { return subscribeFrame(topic, "", opts) }
 
 // liveEvents awaits n EVENTs of a live subscription and returns their
 // events.
@@ -24,7 +25,7 @@ func (w *wsClient) liveEvents(n int) []*facade.EventRecord {
 	w.t.Helper()
 	out := make([]*facade.EventRecord, 0, n)
 	for range n {
-		f, ok := w.await(10*time.Second, func(f Frame) bool { return f.Op == OpEvent && f.Group == "" })
+		f, ok := w.await(10*time.Second, func(f wire.Frame) bool { return f.Op == wire.OpEvent && f.Group == "" })
 		if !ok {
 			w.t.Fatalf("no live EVENT (closed: %v)", w.closeErr())
 		}
@@ -49,7 +50,7 @@ func TestLiveFanOut(t *testing.T) {
 	}
 	b.ok(liveFrame("live.t", ""))
 	b.ok(subscribeFrame("live.t", "workers", ""))
-	a.errCode(liveFrame("live.t", ""), CodeAlreadySubscribed)
+	a.errCode(liveFrame("live.t", ""), wire.CodeAlreadySubscribed)
 	g.liveMu.Lock()
 	followers := len(g.live)
 	g.liveMu.Unlock()
@@ -91,7 +92,7 @@ func TestLiveFanOut(t *testing.T) {
 	if live != 5 || group != 5 {
 		t.Fatalf("connection with both got %d live and %d group events", live, group)
 	}
-	a.ok(Frame{Op: OpUnsubscribe, Topic: "live.t"})
+	a.ok(wire.Frame{Op: wire.OpUnsubscribe, Topic: "live.t"})
 	publish(t, bus, "live.t", `"after"`)
 	a.noEvent(300 * time.Millisecond)
 	b.liveEvents(1)
@@ -272,12 +273,12 @@ func TestLiveRefusals(t *testing.T) {
 	})
 	g := newGateway(t, bus, Config{Authenticator: auth})
 	c := dialAuth(t, g.url, "sub:allowed.")
-	c.errCode(liveFrame("secret.t", ""), CodeForbidden)
+	c.errCode(liveFrame("secret.t", ""), wire.CodeForbidden)
 	c.ok(liveFrame("allowed.t", ""))
-	c.errCode(liveFrame("allowed.u", `{"since":{"seq":1},"snapshot":true}`), CodeBadRequest)
-	c.errCode(liveFrame("allowed.u", `{"Since":{"seq":1}}`), CodeBadFrame)
-	c.ok(Frame{Op: OpAuth, Token: "sub:other."})
-	if f, ok := c.await(5*time.Second, func(f Frame) bool { return f.Op == OpErr && f.Topic == "allowed.t" }); !ok || f.Code != CodeForbidden {
+	c.errCode(liveFrame("allowed.u", `{"since":{"seq":1},"snapshot":true}`), wire.CodeBadRequest)
+	c.errCode(liveFrame("allowed.u", `{"Since":{"seq":1}}`), wire.CodeBadFrame)
+	c.ok(wire.Frame{Op: wire.OpAuth, Token: "sub:other."})
+	if f, ok := c.await(5*time.Second, func(f wire.Frame) bool { return f.Op == wire.OpErr && f.Topic == "allowed.t" }); !ok || f.Code != wire.CodeForbidden {
 		t.Fatalf("no forbidden ERR for the revoked live subscription: %+v", f)
 	}
 	publish(t, bus, "allowed.t", `1`)
@@ -289,18 +290,18 @@ func TestLiveRefusals(t *testing.T) {
 func TestLiveSlowClientDropped(t *testing.T) {
 	bus := newBus(t)
 	s, ft := newTestSession(t, bus, Config{})
-	s.handleFrame(t, Frame{Op: OpAuth})
+	s.handleFrame(t, wire.Frame{Op: wire.OpAuth})
 	g := s.gw
 	srv := newGateway(t, bus, Config{})
 	other := dialAuth(t, srv.url, "")
 	other.ok(liveFrame("slowlive.t", ""))
-	s.handleFrame(t, Frame{Op: OpSubscribe, Corr: "s", Topic: "slowlive.t"})
+	s.handleFrame(t, wire.Frame{Op: wire.OpSubscribe, Corr: "s", Topic: "slowlive.t"})
 	ft.mu.Lock()
 	ft.full = true
 	ft.mu.Unlock()
 	e := publish(t, bus, "slowlive.t", `1`)
 	testutil.CheckFor(t, 5*time.Second, func() error {
-		if _, code, aborted := ft.snapshot(); code != CloseSlowClient || !aborted {
+		if _, code, aborted := ft.snapshot(); code != wire.CloseSlowClient || !aborted {
 			return fmt.Errorf("close %d aborted %v", code, aborted)
 		}
 		return nil

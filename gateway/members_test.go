@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/eventhub/eventhub/internal/testutil"
+	"github.com/eventhub/eventhub/wire"
 )
 
 // TestSessionsShareOneMemberPerGroup: connections subscribed to one group
@@ -49,7 +50,7 @@ func TestSessionsShareOneMemberPerGroup(t *testing.T) {
 	deadline := time.Now().Add(15 * time.Second)
 	for len(seen) < events && time.Now().Before(deadline) {
 		for i, c := range clients {
-			ev, ok := c.await(10*time.Millisecond, func(f Frame) bool { return f.Op == OpEvent })
+			ev, ok := c.await(10*time.Millisecond, func(f wire.Frame) bool { return f.Op == wire.OpEvent })
 			if !ok {
 				continue
 			}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/wire"
 )
 
 // HTTP headers of POST /publish/{topic} that set event options. No other
@@ -52,8 +53,8 @@ func (g *Gateway) servePublish(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !p.Allow(ActionPublish, topic, "") {
-		g.authFailed("http", CodeForbidden)
-		writeHTTPError(w, errorf(CodeForbidden, "no publish permission on %s", topic))
+		g.authFailed("http", wire.CodeForbidden)
+		writeHTTPError(w, wire.Errorf(wire.CodeForbidden, "no publish permission on %s", topic))
 		return
 	}
 	opts, err := publishOptions(r.Header)
@@ -65,10 +66,10 @@ func (g *Gateway) servePublish(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeHTTPError(w, errorf(CodeTooLarge, "body larger than %d bytes", g.cfg.MaxPayloadBytes))
+			writeHTTPError(w, wire.Errorf(wire.CodeTooLarge, "body larger than %d bytes", g.cfg.MaxPayloadBytes))
 			return
 		}
-		writeHTTPError(w, errorf(CodeBadRequest, "read body: %v", err))
+		writeHTTPError(w, wire.Errorf(wire.CodeBadRequest, "read body: %v", err))
 		return
 	}
 	if err := g.limitPublish(p, topic, len(body)); err != nil {
@@ -80,11 +81,11 @@ func (g *Gateway) servePublish(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	rec, err := g.bus.Publish(ctx, topic, body, opts)
 	if err != nil {
-		code, _ := toWire(err, CodePublishFailed)
-		if code == CodePublishFailed || code == CodeInternal {
+		code, _ := wire.FromError(err, wire.CodePublishFailed)
+		if code == wire.CodePublishFailed || code == wire.CodeInternal {
 			g.log.Warn("http publish failed", "topic", topic, "err", err)
 		}
-		writeHTTPErrorCode(w, err, CodePublishFailed)
+		writeHTTPErrorCode(w, err, wire.CodePublishFailed)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -95,14 +96,14 @@ func (g *Gateway) servePublish(w http.ResponseWriter, r *http.Request) {
 // the refusal itself (false) when they do not pass.
 func (g *Gateway) httpPrincipal(w http.ResponseWriter, r *http.Request, transport string) (Principal, bool) {
 	if !g.cfg.originAllowed(r.Header.Get("Origin"), r.Host) {
-		writeHTTPError(w, errorf(CodeForbidden, "origin not allowed"))
+		writeHTTPError(w, wire.Errorf(wire.CodeForbidden, "origin not allowed"))
 		return nil, false
 	}
 	p, err := g.authenticateHTTP(r)
 	if err != nil {
-		code, _ := toWire(err, CodeBadToken)
+		code, _ := wire.FromError(err, wire.CodeBadToken)
 		g.authFailed(transport, code)
-		if code == CodeUnauthorized || code == CodeBadToken {
+		if code == wire.CodeUnauthorized || code == wire.CodeBadToken {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="eventhub"`)
 		}
 		writeHTTPError(w, err)
@@ -119,17 +120,17 @@ func (g *Gateway) authenticateHTTP(r *http.Request) (Principal, error) {
 	h := r.Header.Get("Authorization")
 	scheme, token, ok := strings.Cut(h, " ")
 	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return nil, errorf(CodeUnauthorized, "missing bearer token")
+		return nil, wire.Errorf(wire.CodeUnauthorized, "missing bearer token")
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.RequestTimeout)
 	defer cancel()
 	p, err := g.auth.Authenticate(ctx, strings.TrimSpace(token))
 	if err == nil && p == nil {
-		err = ErrBadToken
+		err = wire.ErrBadToken
 	}
 	if err != nil {
-		_, msg := toWire(err, CodeBadToken)
-		return nil, &facade.Error{Code: CodeBadToken, Msg: msg}
+		_, msg := wire.FromError(err, wire.CodeBadToken)
+		return nil, &facade.Error{Code: wire.CodeBadToken, Msg: msg}
 	}
 	return p, nil
 }
@@ -145,14 +146,14 @@ func publishOptions(h http.Header) (facade.PublishOptions, error) {
 	if v := h.Get(HeaderTS); v != "" {
 		ts, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		if err != nil {
-			return o, errorf(CodeBadRequest, "%s: want epoch milliseconds, not %q", HeaderTS, v)
+			return o, wire.Errorf(wire.CodeBadRequest, "%s: want epoch milliseconds, not %q", HeaderTS, v)
 		}
 		o.TS = ts
 	}
 	if v := h.Get(HeaderPartition); v != "" {
 		p, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil {
-			return o, errorf(CodeBadRequest, "%s: want an integer, not %q", HeaderPartition, v)
+			return o, wire.Errorf(wire.CodeBadRequest, "%s: want an integer, not %q", HeaderPartition, v)
 		}
 		o.Partition = &p
 	}
@@ -182,15 +183,15 @@ func splitList(vs []string) []string {
 }
 
 func writeHTTPError(w http.ResponseWriter, err error) {
-	writeHTTPErrorCode(w, err, CodeInternal)
+	writeHTTPErrorCode(w, err, wire.CodeInternal)
 }
 
 func writeHTTPErrorCode(w http.ResponseWriter, err error, fallback string) {
-	code, msg := toWire(err, fallback)
+	code, msg := wire.FromError(err, fallback)
 	var body httpError
 	body.Error.Code, body.Error.Msg = code, msg
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(httpStatus(code))
+	w.WriteHeader(wire.HTTPStatus(code))
 	_ = json.NewEncoder(w).Encode(body)
 }

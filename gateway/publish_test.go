@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/wire"
 )
 
 type httpResult struct {
@@ -112,17 +113,17 @@ func TestHTTPPublishErrors(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"no token", g.http + "/publish/a.b", `1`, nil, 401, CodeUnauthorized},
-		{"not bearer", g.http + "/publish/a.b", `1`, map[string]string{"Authorization": "Basic YTpi"}, 401, CodeUnauthorized},
-		{"bad token", g.http + "/publish/a.b", `1`, map[string]string{"Authorization": "Bearer nope"}, 401, CodeBadToken},
-		{"forbidden topic", g.http + "/publish/no.t", `1`, map[string]string{"Authorization": "Bearer limited"}, 403, CodeForbidden},
-		{"origin", g.http + "/publish/a.b", `1`, map[string]string{"Authorization": "Bearer admin", "Origin": "https://evil.example.com"}, 403, CodeForbidden},
-		{"too large", g.http + "/publish/a.b", `"` + strings.Repeat("x", 2000) + `"`, auth, 413, CodeTooLarge},
-		{"bad json", g.http + "/publish/a.b", `{"a":`, auth, 400, CodeBadPayload},
-		{"empty body", g.http + "/publish/a.b", ``, auth, 400, CodeBadPayload},
-		{"bad topic", g.http + "/publish/a..b", `1`, auth, 400, CodeBadTopic},
-		{"bad ts", g.http + "/publish/a.b", `1`, map[string]string{"Authorization": "Bearer admin", HeaderTS: "yesterday"}, 400, CodeBadRequest},
-		{"bad id", g.http + "/publish/a.b", `1`, map[string]string{"Authorization": "Bearer admin", HeaderID: "a\tb"}, 400, CodeBadID},
+		{"no token", g.http + "/publish/a.b", `1`, nil, 401, wire.CodeUnauthorized},
+		{"not bearer", g.http + "/publish/a.b", `1`, map[string]string{"Authorization": "Basic YTpi"}, 401, wire.CodeUnauthorized},
+		{"bad token", g.http + "/publish/a.b", `1`, map[string]string{"Authorization": "Bearer nope"}, 401, wire.CodeBadToken},
+		{"forbidden topic", g.http + "/publish/no.t", `1`, map[string]string{"Authorization": "Bearer limited"}, 403, wire.CodeForbidden},
+		{"origin", g.http + "/publish/a.b", `1`, map[string]string{"Authorization": "Bearer admin", "Origin": "https://evil.example.com"}, 403, wire.CodeForbidden},
+		{"too large", g.http + "/publish/a.b", `"` + strings.Repeat("x", 2000) + `"`, auth, 413, wire.CodeTooLarge},
+		{"bad json", g.http + "/publish/a.b", `{"a":`, auth, 400, wire.CodeBadPayload},
+		{"empty body", g.http + "/publish/a.b", ``, auth, 400, wire.CodeBadPayload},
+		{"bad topic", g.http + "/publish/a..b", `1`, auth, 400, wire.CodeBadTopic},
+		{"bad ts", g.http + "/publish/a.b", `1`, map[string]string{"Authorization": "Bearer admin", HeaderTS: "yesterday"}, 400, wire.CodeBadRequest},
+		{"bad id", g.http + "/publish/a.b", `1`, map[string]string{"Authorization": "Bearer admin", HeaderID: "a\tb"}, 400, wire.CodeBadID},
 		{"no auth configured", open.http + "/publish/a.b", `{"ok":true}`, nil, 200, ""},
 	}
 	for _, tc := range cases {
@@ -154,18 +155,18 @@ func TestPrincipalPerConnection(t *testing.T) {
 	limited := dialAuth(t, g.url, "limited")
 	admin2 := dialAuth(t, g.url, "admin") // authenticated after limited
 	for range 2 {
-		limited.errCode(Frame{Op: OpPublish, Topic: "no.t", Payload: json.RawMessage(`1`)}, CodeForbidden)
-		admin.ok(Frame{Op: OpPublish, Topic: "no.t", Payload: json.RawMessage(`1`)})
+		limited.errCode(wire.Frame{Op: wire.OpPublish, Topic: "no.t", Payload: json.RawMessage(`1`)}, wire.CodeForbidden)
+		admin.ok(wire.Frame{Op: wire.OpPublish, Topic: "no.t", Payload: json.RawMessage(`1`)})
 		admin2.ok(subscribeFrame("no.t", "any", ""))
-		limited.errCode(subscribeFrame("no.t", "mine", ""), CodeForbidden)
-		limited.ok(Frame{Op: OpPublish, Topic: "ok.t", Payload: json.RawMessage(`1`)})
-		admin2.ok(Frame{Op: OpUnsubscribe, Topic: "no.t", Group: "any"})
+		limited.errCode(subscribeFrame("no.t", "mine", ""), wire.CodeForbidden)
+		limited.ok(wire.Frame{Op: wire.OpPublish, Topic: "ok.t", Payload: json.RawMessage(`1`)})
+		admin2.ok(wire.Frame{Op: wire.OpUnsubscribe, Topic: "no.t", Group: "any"})
 	}
 	// Re-AUTH replaces the connection's principal, and only its own.
-	limited.ok(Frame{Op: OpAuth, Token: "admin"})
-	limited.ok(Frame{Op: OpPublish, Topic: "no.t", Payload: json.RawMessage(`1`)})
+	limited.ok(wire.Frame{Op: wire.OpAuth, Token: "admin"})
+	limited.ok(wire.Frame{Op: wire.OpPublish, Topic: "no.t", Payload: json.RawMessage(`1`)})
 	other := dialAuth(t, g.url, "limited")
-	other.errCode(Frame{Op: OpPublish, Topic: "no.t", Payload: json.RawMessage(`1`)}, CodeForbidden)
+	other.errCode(wire.Frame{Op: wire.OpPublish, Topic: "no.t", Payload: json.RawMessage(`1`)}, wire.CodeForbidden)
 }
 
 // TestHTTPPublishDuplicateIDAnswersStoredEvent: a retry with the same

@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/eventhub/eventhub/internal/testutil"
+	"github.com/eventhub/eventhub/wire"
 )
 
 // topicPrincipal allows subscribing to the topics listed (every topic when
@@ -42,7 +43,7 @@ func principals(m func(token string) Principal) Authenticator {
 		if p := m(tok); p != nil {
 			return p, nil
 		}
-		return nil, ErrBadToken
+		return nil, wire.ErrBadToken
 	})
 }
 
@@ -71,8 +72,8 @@ func TestReAuthEndsSubscriptionsTheNewTokenCannotHold(t *testing.T) {
 		c.mustEvent() // held, never acked
 	}
 
-	c.ok(Frame{Op: OpAuth, Token: "narrow"})
-	e, ok := c.await(5*time.Second, func(f Frame) bool { return f.Op == OpErr && f.Code == CodeForbidden })
+	c.ok(wire.Frame{Op: wire.OpAuth, Token: "narrow"})
+	e, ok := c.await(5*time.Second, func(f wire.Frame) bool { return f.Op == wire.OpErr && f.Code == wire.CodeForbidden })
 	if !ok {
 		t.Fatal("no ERR forbidden for the revoked subscription")
 	}
@@ -81,7 +82,7 @@ func TestReAuthEndsSubscriptionsTheNewTokenCannotHold(t *testing.T) {
 	}
 	// The subscription is gone: no more events of it, and UNSUBSCRIBE says so.
 	publish(t, bus, "rev.gone", `{"n":2}`)
-	c.errCode(Frame{Op: OpUnsubscribe, Topic: "rev.gone", Group: "g"}, CodeNotSubscribed)
+	c.errCode(wire.Frame{Op: wire.OpUnsubscribe, Topic: "rev.gone", Group: "g"}, wire.CodeNotSubscribed)
 	// The one the new token covers still delivers.
 	publish(t, bus, "rev.keep", `{"n":3}`)
 	if ev := c.mustEvent(); ev.Topic != "rev.keep" {
@@ -130,8 +131,8 @@ func TestNoEventWrittenAfterCredentialsExpire(t *testing.T) {
 	defer ws.Close()
 	// The test reads its answers itself, then stops reading until after the
 	// expiry, so that frames pile up in the gateway's queue.
-	roundTrip := func(f Frame) Frame {
-		b, _ := Encode(&f)
+	roundTrip := func(f wire.Frame) wire.Frame {
+		b, _ := wire.Encode(&f)
 		if err := ws.WriteMessage(websocket.TextMessage, b); err != nil {
 			t.Fatal(err)
 		}
@@ -139,14 +140,14 @@ func TestNoEventWrittenAfterCredentialsExpire(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var r Frame
+		var r wire.Frame
 		_ = json.Unmarshal(data, &r)
 		return r
 	}
-	if r := roundTrip(Frame{Op: OpAuth, Token: "t", Corr: "a"}); r.Op != OpOK {
+	if r := roundTrip(wire.Frame{Op: wire.OpAuth, Token: "t", Corr: "a"}); r.Op != wire.OpOK {
 		t.Fatalf("AUTH: %+v", r)
 	}
-	if r := roundTrip(Frame{Op: OpSubscribe, Topic: "exp.t", Group: "g", Corr: "s", Opts: json.RawMessage(`{"from":"earliest"}`)}); r.Op != OpOK {
+	if r := roundTrip(wire.Frame{Op: wire.OpSubscribe, Topic: "exp.t", Group: "g", Corr: "s", Opts: json.RawMessage(`{"from":"earliest"}`)}); r.Op != wire.OpOK {
 		t.Fatalf("SUBSCRIBE: %+v", r)
 	}
 	payload := `{"pad":"` + strings.Repeat("x", 64<<10) + `"}`
@@ -160,14 +161,14 @@ func TestNoEventWrittenAfterCredentialsExpire(t *testing.T) {
 	for {
 		_, data, err := ws.ReadMessage()
 		if err != nil {
-			if ce, ok := err.(*websocket.CloseError); !ok || ce.Code != CloseTokenExpired {
-				t.Fatalf("connection ended with %v, want close %d", err, CloseTokenExpired)
+			if ce, ok := err.(*websocket.CloseError); !ok || ce.Code != wire.CloseTokenExpired {
+				t.Fatalf("connection ended with %v, want close %d", err, wire.CloseTokenExpired)
 			}
 			break
 		}
-		var f Frame
+		var f wire.Frame
 		_ = json.Unmarshal(data, &f)
-		if f.Op == OpErr && f.Code == CodeTokenExpired {
+		if f.Op == wire.OpErr && f.Code == wire.CodeTokenExpired {
 			sawExpired = true
 		}
 	}
@@ -219,14 +220,14 @@ func TestDroppedConnectionSpendsNoAttemptOfUnsentEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	send := func(f Frame) {
-		b, _ := Encode(&f)
+	send := func(f wire.Frame) {
+		b, _ := wire.Encode(&f)
 		if err := ws.WriteMessage(websocket.TextMessage, b); err != nil {
 			t.Fatal(err)
 		}
 	}
-	send(Frame{Op: OpAuth, Token: "t", Corr: "a"})
-	send(Frame{Op: OpSubscribe, Topic: "drop.t", Group: "g", Corr: "s",
+	send(wire.Frame{Op: wire.OpAuth, Token: "t", Corr: "a"})
+	send(wire.Frame{Op: wire.OpSubscribe, Topic: "drop.t", Group: "g", Corr: "s",
 		Opts: json.RawMessage(`{"from":"earliest","maxAttempts":1,"ackTimeoutMs":60000}`)})
 	payload := `{"pad":"` + strings.Repeat("x", 64<<10) + `"}`
 	const n = 300 // ~19 MiB: most of it cannot be written to a client that does not read

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/wire"
 )
 
 // session is one client connection's protocol state: its principal, its
@@ -126,8 +127,8 @@ func (s *session) authExpired() {
 	if s.authed.Load() {
 		return
 	}
-	s.sendErr("", CodeAuthTimeout, fmt.Sprintf("no AUTH within %v", s.gw.cfg.AuthTimeout))
-	s.closeWith(CloseAuthTimeout, CodeAuthTimeout)
+	s.sendErr("", wire.CodeAuthTimeout, fmt.Sprintf("no AUTH within %v", s.gw.cfg.AuthTimeout))
+	s.closeWith(wire.CloseAuthTimeout, wire.CodeAuthTimeout)
 }
 
 // tokenExpired ends the session when its credentials expire: the EVENT
@@ -137,8 +138,8 @@ func (s *session) authExpired() {
 func (s *session) tokenExpired() {
 	s.closing.Store(true)
 	buf := getBuf()
-	*buf = AppendErr((*buf)[:0], "", CodeTokenExpired, "credentials expired")
-	s.t.Expire(buf, CloseTokenExpired, CodeTokenExpired)
+	*buf = wire.AppendErr((*buf)[:0], "", wire.CodeTokenExpired, "credentials expired")
+	s.t.Expire(buf, wire.CloseTokenExpired, wire.CodeTokenExpired)
 }
 
 // expired reports whether the session's credentials have expired.
@@ -158,7 +159,7 @@ func (s *session) closeWith(code int, reason string) {
 func (s *session) slow() {
 	s.log.Warn("client too slow; disconnecting")
 	s.closing.Store(true)
-	s.t.Abort(CloseSlowClient, CodeSlowClient)
+	s.t.Abort(wire.CloseSlowClient, wire.CodeSlowClient)
 }
 
 func (s *session) send(buf *[]byte) {
@@ -169,13 +170,13 @@ func (s *session) send(buf *[]byte) {
 
 func (s *session) sendErr(corr, code, msg string) {
 	buf := getBuf()
-	*buf = AppendErr((*buf)[:0], corr, code, msg)
+	*buf = wire.AppendErr((*buf)[:0], corr, code, msg)
 	s.send(buf)
 }
 
 func (s *session) sendOK(corr string) {
 	buf := getBuf()
-	*buf = AppendOK((*buf)[:0], corr)
+	*buf = wire.AppendOK((*buf)[:0], corr)
 	s.send(buf)
 }
 
@@ -189,40 +190,40 @@ func (s *session) handle(data []byte) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("session panic", "panic", r)
-			s.sendErr("", CodeServerError, "internal fault; reconnect")
-			s.closeWith(CloseServerError, CodeServerError)
+			s.sendErr("", wire.CodeServerError, "internal fault; reconnect")
+			s.closeWith(wire.CloseServerError, wire.CodeServerError)
 		}
 	}()
-	var f Frame
-	if err := Decode(data, &f); err != nil {
-		s.replyErr(f.Corr, err, CodeBadFrame)
+	var f wire.Frame
+	if err := wire.Decode(data, &f); err != nil {
+		s.replyErr(f.Corr, err, wire.CodeBadFrame)
 		return
 	}
-	if op, _ := lookupOp(f.Op); !op.FromClient {
-		s.sendErr(f.Corr, CodeUnknownOp, fmt.Sprintf("op %s is sent by the server, not the client", f.Op))
+	if op, _ := wire.LookupOp(f.Op); !op.FromClient {
+		s.sendErr(f.Corr, wire.CodeUnknownOp, fmt.Sprintf("op %s is sent by the server, not the client", f.Op))
 		return
 	}
-	if f.Op != OpAuth && s.principal == nil {
-		s.sendErr(f.Corr, CodeUnauthorized, "send AUTH first")
+	if f.Op != wire.OpAuth && s.principal == nil {
+		s.sendErr(f.Corr, wire.CodeUnauthorized, "send AUTH first")
 		return
 	}
-	fallback := CodeInternal
+	fallback := wire.CodeInternal
 	var err error
 	switch f.Op {
-	case OpAuth:
+	case wire.OpAuth:
 		err = s.auth(&f)
-	case OpSubscribe:
+	case wire.OpSubscribe:
 		err = s.subscribe(&f)
-	case OpUnsubscribe:
+	case wire.OpUnsubscribe:
 		err = s.unsubscribe(&f)
-	case OpPublish:
-		fallback = CodePublishFailed
+	case wire.OpPublish:
+		fallback = wire.CodePublishFailed
 		err = s.publish(&f)
-	case OpAck, OpNack, OpModAck:
+	case wire.OpAck, wire.OpNack, wire.OpModAck:
 		err = s.settle(&f)
-	case OpCursor:
+	case wire.OpCursor:
 		err = s.cursor(&f)
-	case OpSeek:
+	case wire.OpSeek:
 		err = s.seek(&f)
 	}
 	if err != nil {
@@ -231,42 +232,42 @@ func (s *session) handle(data []byte) {
 }
 
 func (s *session) replyErr(corr string, err error, fallback string) {
-	code, msg := toWire(err, fallback)
-	if code == CodeInternal || code == CodePublishFailed {
+	code, msg := wire.FromError(err, fallback)
+	if code == wire.CodeInternal || code == wire.CodePublishFailed {
 		s.log.Warn("request failed", "code", code, "err", err)
 	}
 	if ms := retryAfterMs(err); ms > 0 {
 		buf := getBuf()
-		*buf = AppendErrRetry((*buf)[:0], corr, code, msg, ms)
+		*buf = wire.AppendErrRetry((*buf)[:0], corr, code, msg, ms)
 		s.send(buf)
 		return
 	}
 	s.sendErr(corr, code, msg)
 }
 
-func (s *session) auth(f *Frame) error {
+func (s *session) auth(f *wire.Frame) error {
 	ctx, cancel := s.reqCtx()
 	defer cancel()
 	p, err := s.gw.auth.Authenticate(ctx, f.Token)
 	if err == nil && p == nil {
-		err = ErrBadToken
+		err = wire.ErrBadToken
 	}
 	if err == nil {
 		if exp := p.ExpiresAt(); !exp.IsZero() && !exp.After(time.Now()) {
-			err = fmt.Errorf("%w: credentials expired", ErrBadToken)
+			err = fmt.Errorf("%w: credentials expired", wire.ErrBadToken)
 		}
 	}
 	if err != nil {
-		_, msg := toWire(err, CodeBadToken)
+		_, msg := wire.FromError(err, wire.CodeBadToken)
 		s.log.Info("authentication failed", "reason", msg)
-		s.gw.authFailed("ws", CodeBadToken)
-		s.sendErr(f.Corr, CodeBadToken, msg)
-		s.closeWith(CloseBadToken, CodeBadToken)
+		s.gw.authFailed("ws", wire.CodeBadToken)
+		s.sendErr(f.Corr, wire.CodeBadToken, msg)
+		s.closeWith(wire.CloseBadToken, wire.CodeBadToken)
 		return nil
 	}
 	if err := s.admit(p); err != nil {
-		s.replyErr(f.Corr, err, CodeConnQuota)
-		s.closeWith(CloseQuota, CodeConnQuota)
+		s.replyErr(f.Corr, err, wire.CodeConnQuota)
+		s.closeWith(wire.CloseQuota, wire.CodeConnQuota)
 		return nil
 	}
 	s.principal = p
@@ -308,16 +309,16 @@ func (s *session) auth(f *Frame) error {
 	s.mu.Unlock()
 	for _, ls := range liveRevoked {
 		s.gw.unfollow(ls)
-		s.gw.authFailed("ws", CodeForbidden)
-		b, err := Encode(&Frame{Op: OpErr, Code: CodeForbidden, Topic: ls.lt.topic,
+		s.gw.authFailed("ws", wire.CodeForbidden)
+		b, err := wire.Encode(&wire.Frame{Op: wire.OpErr, Code: wire.CodeForbidden, Topic: ls.lt.topic,
 			Msg: fmt.Sprintf("live subscription to %s ended: the new credentials have no subscribe permission on it", ls.lt.topic)})
 		if err == nil {
 			s.send(&b)
 		}
 	}
 	for i, sub := range revoked {
-		s.gw.authFailed("ws", CodeForbidden)
-		b, err := Encode(&Frame{Op: OpErr, Code: CodeForbidden, Topic: sub.key.topic, Group: sub.key.group,
+		s.gw.authFailed("ws", wire.CodeForbidden)
+		b, err := wire.Encode(&wire.Frame{Op: wire.OpErr, Code: wire.CodeForbidden, Topic: sub.key.topic, Group: sub.key.group,
 			Msg: fmt.Sprintf("subscription to %s as %s ended: the new credentials have no subscribe permission on it", sub.key.topic, sub.key.group)})
 		if err == nil {
 			s.send(&b)
@@ -330,23 +331,23 @@ func (s *session) auth(f *Frame) error {
 
 func (s *session) allow(action, topic, group string) error {
 	if !s.principal.Allow(action, topic, group) {
-		s.gw.authFailed("ws", CodeForbidden)
+		s.gw.authFailed("ws", wire.CodeForbidden)
 		if group != "" {
-			return errorf(CodeForbidden, "no %s permission on %s for group %s", action, topic, group)
+			return wire.Errorf(wire.CodeForbidden, "no %s permission on %s for group %s", action, topic, group)
 		}
-		return errorf(CodeForbidden, "no %s permission on %s", action, topic)
+		return wire.Errorf(wire.CodeForbidden, "no %s permission on %s", action, topic)
 	}
 	return nil
 }
 
-func validTopicGroup(f *Frame) error {
+func validTopicGroup(f *wire.Frame) error {
 	if err := facade.ValidateTopic(f.Topic); err != nil {
 		return err
 	}
 	return facade.ValidateGroup(f.Group)
 }
 
-func (s *session) subscribe(f *Frame) error {
+func (s *session) subscribe(f *wire.Frame) error {
 	if f.Group == "" {
 		return s.subscribeLive(f)
 	}
@@ -354,7 +355,7 @@ func (s *session) subscribe(f *Frame) error {
 		return err
 	}
 	var o facade.SubscribeOptions
-	if err := decodeOpts(f.Opts, &o); err != nil {
+	if err := wire.DecodeOpts(f.Opts, &o); err != nil {
 		return err
 	}
 	if err := o.Validate(); err != nil {
@@ -411,10 +412,10 @@ func (s *session) subscribe(f *Frame) error {
 		return facade.ErrClosed
 	case s.subs[key] != nil:
 		s.mu.Unlock()
-		return errorf(CodeAlreadySubscribed, "already subscribed to %s as %s", f.Topic, f.Group)
+		return wire.Errorf(wire.CodeAlreadySubscribed, "already subscribed to %s as %s", f.Topic, f.Group)
 	case len(s.subs)+len(s.lives) >= cfg.MaxSubscriptions:
 		s.mu.Unlock()
-		return errorf(CodeBadRequest, "subscription limit (%d) reached", cfg.MaxSubscriptions)
+		return wire.Errorf(wire.CodeBadRequest, "subscription limit (%d) reached", cfg.MaxSubscriptions)
 	}
 	s.subs[key] = sub
 	s.mu.Unlock()
@@ -488,7 +489,7 @@ func (s *session) deliver(sub *subscription, d facade.Delivery) {
 	e := d.Event()
 	leaseFor(s.ctx, d, sub.ackTimeout)
 	buf := getBuf()
-	*buf = AppendEvent((*buf)[:0], sub.key.topic, sub.key.group, e, d.Attempt(), sub.ackTimeout.Milliseconds())
+	*buf = wire.AppendEvent((*buf)[:0], sub.key.topic, sub.key.group, e, d.Attempt(), sub.ackTimeout.Milliseconds())
 	deadline := time.Now().Add(sub.ackTimeout)
 	s.mu.Lock()
 	if sub.stopped {
@@ -631,7 +632,7 @@ func (s *session) stopBusSub(sub *subscription) {
 	}
 }
 
-func (s *session) unsubscribe(f *Frame) error {
+func (s *session) unsubscribe(f *wire.Frame) error {
 	if f.Group == "" {
 		return s.unsubscribeLive(f)
 	}
@@ -640,7 +641,7 @@ func (s *session) unsubscribe(f *Frame) error {
 	sub := s.subs[key]
 	if sub == nil {
 		s.mu.Unlock()
-		return fmt.Errorf("%w: %s/%s", ErrNotSubscribed, f.Topic, f.Group)
+		return fmt.Errorf("%w: %s/%s", wire.ErrNotSubscribed, f.Topic, f.Group)
 	}
 	delete(s.subs, key)
 	leases := s.detachLocked(sub)
@@ -652,26 +653,26 @@ func (s *session) unsubscribe(f *Frame) error {
 
 // settle handles ACK, NACK and MODACK: only for an event in flight on this
 // subscription (and, when the frame names one, this attempt).
-func (s *session) settle(f *Frame) error {
+func (s *session) settle(f *wire.Frame) error {
 	if f.ID == "" {
-		return errorf(CodeBadRequest, "%s needs an id", f.Op)
+		return wire.Errorf(wire.CodeBadRequest, "%s needs an id", f.Op)
 	}
-	if f.Op == OpModAck && f.ExtendMs < 0 {
-		return errorf(CodeBadRequest, "extend_ms must not be negative")
+	if f.Op == wire.OpModAck && f.ExtendMs < 0 {
+		return wire.Errorf(wire.CodeBadRequest, "extend_ms must not be negative")
 	}
 	key := subKey{f.Topic, f.Group}
 	s.mu.Lock()
 	sub := s.subs[key]
 	if sub == nil {
 		s.mu.Unlock()
-		return fmt.Errorf("%w: %s/%s", ErrNotSubscribed, f.Topic, f.Group)
+		return fmt.Errorf("%w: %s/%s", wire.ErrNotSubscribed, f.Topic, f.Group)
 	}
 	l := sub.leases[f.ID]
 	if l == nil || (f.Attempt != 0 && f.Attempt != l.attempt) {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: %s is not in flight on %s/%s (never delivered, already settled, or its lease expired)", facade.ErrUnknownID, f.ID, f.Topic, f.Group)
 	}
-	if f.Op == OpModAck {
+	if f.Op == wire.OpModAck {
 		s.mu.Unlock()
 		return s.modAck(f, sub, l)
 	}
@@ -683,7 +684,7 @@ func (s *session) settle(f *Frame) error {
 	// Settling is a fire-and-forget message to the store: no timeout
 	// context per frame (it would be the hot path's biggest allocation).
 	var err error
-	if f.Op == OpAck {
+	if f.Op == wire.OpAck {
 		err = l.d.Ack(s.ctx)
 	} else {
 		reason := f.Reason
@@ -714,7 +715,7 @@ func leaseErr(err error, id string) error {
 // modAck moves the lease to now + max(1s, extend_ms, or the subscription's
 // ack timeout when extend_ms is absent), at most MaxAckTimeout, and the
 // store's deadline with it.
-func (s *session) modAck(f *Frame, sub *subscription, l *lease) error {
+func (s *session) modAck(f *wire.Frame, sub *subscription, l *lease) error {
 	by := time.Duration(f.ExtendMs) * time.Millisecond
 	if f.ExtendMs == 0 {
 		by = sub.ackTimeout
@@ -742,7 +743,7 @@ func (s *session) modAck(f *Frame, sub *subscription, l *lease) error {
 	return nil
 }
 
-func (s *session) publish(f *Frame) error {
+func (s *session) publish(f *wire.Frame) error {
 	if err := facade.ValidateTopic(f.Topic); err != nil {
 		return err
 	}
@@ -753,7 +754,7 @@ func (s *session) publish(f *Frame) error {
 		return fmt.Errorf("%w: missing payload (use null for none)", facade.ErrBadPayload)
 	}
 	var o facade.PublishOptions
-	if err := decodeOpts(f.Opts, &o); err != nil {
+	if err := wire.DecodeOpts(f.Opts, &o); err != nil {
 		return err
 	}
 	if err := s.gw.limitPublish(s.principal, f.Topic, len(f.Payload)); err != nil {
@@ -782,7 +783,7 @@ func (s *session) publish(f *Frame) error {
 		return err
 	}
 	buf := getBuf()
-	*buf = AppendPublishOK((*buf)[:0], f.Corr, rec.ID, rec.Seq, rec.TS)
+	*buf = wire.AppendPublishOK((*buf)[:0], f.Corr, rec.ID, rec.Seq, rec.TS)
 	s.send(buf)
 	return nil
 }
@@ -794,16 +795,16 @@ func (s *session) publishWaiter() {
 		rec, err := p.fut.Wait(ctx)
 		cancel()
 		if err != nil {
-			s.replyErr(p.corr, err, CodePublishFailed)
+			s.replyErr(p.corr, err, wire.CodePublishFailed)
 			continue
 		}
 		buf := getBuf()
-		*buf = AppendPublishOK((*buf)[:0], p.corr, rec.ID, rec.Seq, rec.TS)
+		*buf = wire.AppendPublishOK((*buf)[:0], p.corr, rec.ID, rec.Seq, rec.TS)
 		s.send(buf)
 	}
 }
 
-func (s *session) cursor(f *Frame) error {
+func (s *session) cursor(f *wire.Frame) error {
 	if err := validTopicGroup(f); err != nil {
 		return err
 	}
@@ -816,7 +817,7 @@ func (s *session) cursor(f *Frame) error {
 	if err != nil {
 		return err
 	}
-	b, err := Encode(&Frame{Op: OpOK, Corr: f.Corr, Cursor: c})
+	b, err := wire.Encode(&wire.Frame{Op: wire.OpOK, Corr: f.Corr, Cursor: c})
 	if err != nil {
 		return err
 	}
@@ -824,7 +825,7 @@ func (s *session) cursor(f *Frame) error {
 	return nil
 }
 
-func (s *session) seek(f *Frame) error {
+func (s *session) seek(f *wire.Frame) error {
 	if err := validTopicGroup(f); err != nil {
 		return err
 	}
@@ -832,7 +833,7 @@ func (s *session) seek(f *Frame) error {
 		return err
 	}
 	if f.Cursor == nil {
-		return errorf(CodeBadRequest, `SEEK needs a cursor ({} for the beginning)`)
+		return wire.Errorf(wire.CodeBadRequest, `SEEK needs a cursor ({} for the beginning)`)
 	}
 	c := *f.Cursor
 	c.Topic = f.Topic

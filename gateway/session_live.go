@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/wire"
 )
 
 // sessionLive is a session as the sink of one live subscription.
@@ -28,12 +29,12 @@ func (l *sessionLive) sendLive(ev *liveEvent) bool {
 }
 
 func (l *sessionLive) sendReady(r liveReady) {
-	f := Frame{Op: OpOK, Corr: l.corr, Seq: r.Seq}
+	f := wire.Frame{Op: wire.OpOK, Corr: l.corr, Seq: r.Seq}
 	if r.Recovery {
 		f.Recovered = &r.Recovered
 		f.First = r.First
 	}
-	b, err := Encode(&f)
+	b, err := wire.Encode(&f)
 	if err != nil {
 		return
 	}
@@ -42,19 +43,19 @@ func (l *sessionLive) sendReady(r liveReady) {
 
 // subscribeLive handles a SUBSCRIBE without a group: the topic's events
 // from now on (or since opts.since, or after a snapshot), no acks.
-func (s *session) subscribeLive(f *Frame) error {
+func (s *session) subscribeLive(f *wire.Frame) error {
 	if err := facade.ValidateTopic(f.Topic); err != nil {
 		return err
 	}
 	if err := s.allow(ActionSubscribe, f.Topic, ""); err != nil {
 		return err
 	}
-	var o LiveOptions
-	if err := decodeOpts(f.Opts, &o); err != nil {
+	var o wire.LiveOptions
+	if err := wire.DecodeOpts(f.Opts, &o); err != nil {
 		return err
 	}
 	if o.Since != nil && o.Snapshot {
-		return errorf(CodeBadRequest, "opts: since and snapshot exclude each other")
+		return wire.Errorf(wire.CodeBadRequest, "opts: since and snapshot exclude each other")
 	}
 	s.mu.Lock()
 	_, dup := s.lives[f.Topic]
@@ -64,10 +65,10 @@ func (s *session) subscribeLive(f *Frame) error {
 		return facade.ErrClosed
 	case dup:
 		s.mu.Unlock()
-		return errorf(CodeAlreadySubscribed, "already following %s", f.Topic)
+		return wire.Errorf(wire.CodeAlreadySubscribed, "already following %s", f.Topic)
 	case len(s.subs)+len(s.lives) >= s.gw.cfg.MaxSubscriptions:
 		s.mu.Unlock()
-		return errorf(CodeBadRequest, "subscription limit (%d) reached", s.gw.cfg.MaxSubscriptions)
+		return wire.Errorf(wire.CodeBadRequest, "subscription limit (%d) reached", s.gw.cfg.MaxSubscriptions)
 	}
 	s.lives[f.Topic] = nil // starting
 	s.mu.Unlock()
@@ -106,12 +107,12 @@ func (s *session) subscribeLive(f *Frame) error {
 	return nil
 }
 
-func (s *session) unsubscribeLive(f *Frame) error {
+func (s *session) unsubscribeLive(f *wire.Frame) error {
 	s.mu.Lock()
 	ls, ok := s.lives[f.Topic]
 	if !ok || ls == nil {
 		s.mu.Unlock()
-		return fmt.Errorf("%w: not following %s", ErrNotSubscribed, f.Topic)
+		return fmt.Errorf("%w: not following %s", wire.ErrNotSubscribed, f.Topic)
 	}
 	delete(s.lives, f.Topic)
 	s.mu.Unlock()

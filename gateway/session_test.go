@@ -11,12 +11,13 @@ import (
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/testutil"
+	"github.com/eventhub/eventhub/wire"
 )
 
 // fakeTransport records frames; Send fails with queueFull once full is set.
 type fakeTransport struct {
 	mu        sync.Mutex
-	frames    []Frame
+	frames    []wire.Frame
 	full      bool
 	closeCode int
 	aborted   bool
@@ -32,9 +33,9 @@ func (f *fakeTransport) Send(buf *[]byte) sendResult {
 	if f.full {
 		return queueFull
 	}
-	var fr Frame
+	var fr wire.Frame
 	if err := json.Unmarshal(*buf, &fr); err != nil {
-		fr = Frame{Op: "UNPARSEABLE", Msg: string(*buf)}
+		fr = wire.Frame{Op: "UNPARSEABLE", Msg: string(*buf)}
 	}
 	f.frames = append(f.frames, fr)
 	return sent
@@ -80,10 +81,10 @@ func (f *fakeTransport) Expire(final *[]byte, code int, reason string) {
 	f.Abort(code, reason)
 }
 
-func (f *fakeTransport) snapshot() ([]Frame, int, bool) {
+func (f *fakeTransport) snapshot() ([]wire.Frame, int, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]Frame(nil), f.frames...), f.closeCode, f.aborted
+	return append([]wire.Frame(nil), f.frames...), f.closeCode, f.aborted
 }
 
 func newTestSession(t *testing.T, bus facade.Bus, cfg Config) (*session, *fakeTransport) {
@@ -98,9 +99,9 @@ func newTestSession(t *testing.T, bus facade.Bus, cfg Config) (*session, *fakeTr
 	return s, ft
 }
 
-func (s *session) handleFrame(t *testing.T, f Frame) {
+func (s *session) handleFrame(t *testing.T, f wire.Frame) {
 	t.Helper()
-	b, err := Encode(&f)
+	b, err := wire.Encode(&f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,13 +113,13 @@ func (s *session) handleFrame(t *testing.T, f Frame) {
 func testSlowClient(t *testing.T) {
 	bus := newBus(t)
 	s, ft := newTestSession(t, bus, Config{})
-	s.handleFrame(t, Frame{Op: OpAuth})
-	s.handleFrame(t, Frame{Op: OpSubscribe, Corr: "s", Topic: "slow.t", Group: "g"})
+	s.handleFrame(t, wire.Frame{Op: wire.OpAuth})
+	s.handleFrame(t, wire.Frame{Op: wire.OpSubscribe, Corr: "s", Topic: "slow.t", Group: "g"})
 	a := publish(t, bus, "slow.t", `"a"`)
 	testutil.CheckFor(t, 5*time.Second, func() error {
 		frames, _, _ := ft.snapshot()
 		for _, f := range frames {
-			if f.Op == OpEvent && f.Event.ID == a.ID {
+			if f.Op == wire.OpEvent && f.Event.ID == a.ID {
 				return nil
 			}
 		}
@@ -129,7 +130,7 @@ func testSlowClient(t *testing.T) {
 	ft.mu.Unlock()
 	b := publish(t, bus, "slow.t", `"b"`)
 	testutil.CheckFor(t, 5*time.Second, func() error {
-		if _, code, aborted := ft.snapshot(); code != CloseSlowClient || !aborted {
+		if _, code, aborted := ft.snapshot(); code != wire.CloseSlowClient || !aborted {
 			return fmt.Errorf("close %d aborted %v", code, aborted)
 		}
 		return nil
@@ -173,9 +174,9 @@ func testSlowClient(t *testing.T) {
 func TestSessionLeaseSweep(t *testing.T) {
 	bus := newBus(t)
 	s, ft := newTestSession(t, bus, Config{})
-	s.handleFrame(t, Frame{Op: OpAuth})
-	s.handleFrame(t, Frame{Op: OpSubscribe, Topic: "sweep.t", Group: "short", Opts: json.RawMessage(`{"ackTimeoutMs":300}`)})
-	s.handleFrame(t, Frame{Op: OpSubscribe, Topic: "sweep.t", Group: "long", Opts: json.RawMessage(`{"ackTimeoutMs":60000}`)})
+	s.handleFrame(t, wire.Frame{Op: wire.OpAuth})
+	s.handleFrame(t, wire.Frame{Op: wire.OpSubscribe, Topic: "sweep.t", Group: "short", Opts: json.RawMessage(`{"ackTimeoutMs":300}`)})
+	s.handleFrame(t, wire.Frame{Op: wire.OpSubscribe, Topic: "sweep.t", Group: "long", Opts: json.RawMessage(`{"ackTimeoutMs":60000}`)})
 	rec := publish(t, bus, "sweep.t", `1`)
 	testutil.CheckFor(t, 5*time.Second, func() error {
 		s.mu.Lock()
@@ -190,7 +191,7 @@ func TestSessionLeaseSweep(t *testing.T) {
 	testutil.CheckFor(t, 5*time.Second, func() error {
 		frames, _, _ := ft.snapshot()
 		for _, f := range frames {
-			if f.Op == OpEvent && f.Group == "short" && f.Ctx.Attempt == 2 {
+			if f.Op == wire.OpEvent && f.Group == "short" && f.Ctx.Attempt == 2 {
 				return nil
 			}
 		}
@@ -202,17 +203,17 @@ func TestSessionLeaseSweep(t *testing.T) {
 	if long == nil || long.attempt != 1 {
 		t.Fatalf("long lease %+v", long)
 	}
-	s.handleFrame(t, Frame{Op: OpAck, Corr: "stale", Topic: "sweep.t", Group: "short", ID: rec.ID, Attempt: 1})
-	s.handleFrame(t, Frame{Op: OpAck, Corr: "cur", Topic: "sweep.t", Group: "short", ID: rec.ID, Attempt: 2})
-	s.handleFrame(t, Frame{Op: OpAck, Corr: "long", Topic: "sweep.t", Group: "long", ID: rec.ID})
+	s.handleFrame(t, wire.Frame{Op: wire.OpAck, Corr: "stale", Topic: "sweep.t", Group: "short", ID: rec.ID, Attempt: 1})
+	s.handleFrame(t, wire.Frame{Op: wire.OpAck, Corr: "cur", Topic: "sweep.t", Group: "short", ID: rec.ID, Attempt: 2})
+	s.handleFrame(t, wire.Frame{Op: wire.OpAck, Corr: "long", Topic: "sweep.t", Group: "long", ID: rec.ID})
 	frames, _, _ := ft.snapshot()
-	answers := map[string]Frame{}
+	answers := map[string]wire.Frame{}
 	for _, f := range frames {
 		if f.Corr != "" {
 			answers[f.Corr] = f
 		}
 	}
-	if answers["stale"].Code != CodeUnknownID || answers["cur"].Op != OpOK || answers["long"].Op != OpOK {
+	if answers["stale"].Code != wire.CodeUnknownID || answers["cur"].Op != wire.OpOK || answers["long"].Op != wire.OpOK {
 		t.Fatalf("answers %+v", answers)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/eventhub/eventhub/wire"
 )
 
 // SessionInfo describes one open WebSocket session, for the admin API.
@@ -110,6 +112,6 @@ func (g *Gateway) Disconnect(id uint64) bool {
 		return false
 	}
 	found.log.Info("session disconnected by an operator")
-	found.closeWith(CloseDisconnected, CodeDisconnected)
+	found.closeWith(wire.CloseDisconnected, wire.CodeDisconnected)
 	return true
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/eventhub/eventhub/internal/testutil"
+	"github.com/eventhub/eventhub/wire"
 )
 
 // named is a principal with a name, as auth.Identity is.
@@ -40,11 +41,11 @@ func TestSessionsAndDisconnect(t *testing.T) {
 	if !g.Disconnect(s.ID) {
 		t.Fatal("Disconnect found no session")
 	}
-	if code := a.waitClose(10 * time.Second); code != CloseDisconnected {
-		t.Errorf("close code %d, want %d", code, CloseDisconnected)
+	if code := a.waitClose(10 * time.Second); code != wire.CloseDisconnected {
+		t.Errorf("close code %d, want %d", code, wire.CloseDisconnected)
 	}
 	// The other session is untouched.
-	b.ok(Frame{Op: OpAuth, Token: "tok"})
+	b.ok(wire.Frame{Op: wire.OpAuth, Token: "tok"})
 	other := list[1].ID
 	testutil.CheckFor(t, 10*time.Second, func() error {
 		if list := g.Sessions(); len(list) != 1 || list[0].ID != other {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/wire"
 )
 
 // Server-Sent Events: GET /sse/{topic} follows a topic as a live WebSocket
@@ -68,8 +69,8 @@ func (g *Gateway) serveSSE(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !p.Allow(ActionSubscribe, topic, "") {
-		g.authFailed("sse", CodeForbidden)
-		writeHTTPError(w, errorf(CodeForbidden, "no subscribe permission on %s", topic))
+		g.authFailed("sse", wire.CodeForbidden)
+		writeHTTPError(w, wire.Errorf(wire.CodeForbidden, "no subscribe permission on %s", topic))
 		return
 	}
 	opts, err := sseOptions(r)
@@ -84,7 +85,7 @@ func (g *Gateway) serveSSE(w http.ResponseWriter, r *http.Request) {
 	}
 	g.mu.Unlock()
 	if closed {
-		writeHTTPError(w, ErrGoingAway)
+		writeHTTPError(w, wire.ErrGoingAway)
 		return
 	}
 	defer g.wg.Done()
@@ -169,8 +170,8 @@ func (g *Gateway) serveSSE(w http.ResponseWriter, r *http.Request) {
 
 // sseOptions reads since (or the Last-Event-ID an EventSource sends when it
 // reconnects) and snapshot.
-func sseOptions(r *http.Request) (LiveOptions, error) {
-	var o LiveOptions
+func sseOptions(r *http.Request) (wire.LiveOptions, error) {
+	var o wire.LiveOptions
 	q := r.URL.Query()
 	since := q.Get("since")
 	if id := strings.TrimSpace(r.Header.Get("Last-Event-ID")); id != "" {
@@ -179,16 +180,16 @@ func sseOptions(r *http.Request) (LiveOptions, error) {
 	if since != "" {
 		seq, err := strconv.ParseUint(since, 10, 64)
 		if err != nil {
-			return o, errorf(CodeBadRequest, "since / Last-Event-ID: want a stream position, not %q", since)
+			return o, wire.Errorf(wire.CodeBadRequest, "since / Last-Event-ID: want a stream position, not %q", since)
 		}
-		o.Since = &LivePosition{Seq: seq}
+		o.Since = &wire.LivePosition{Seq: seq}
 	}
 	switch q.Get("snapshot") {
 	case "", "false":
 	case "true":
 		o.Snapshot = o.Since == nil // a resumed stream continues from its position
 	default:
-		return o, errorf(CodeBadRequest, "snapshot: want true or false")
+		return o, wire.Errorf(wire.CodeBadRequest, "snapshot: want true or false")
 	}
 	return o, nil
 }

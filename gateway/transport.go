@@ -10,6 +10,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/eventhub/eventhub/internal/wsbatch"
+	"github.com/eventhub/eventhub/wire"
 )
 
 // transport carries a session's frames to its client. It only writes and
@@ -237,7 +238,7 @@ func (t *wsTransport) run() {
 	defer close(t.done)
 	defer t.ws.NetConn().Close()
 	// Once the writer is gone, Send reports closing, not a full queue.
-	defer t.close(CloseNormal, "", false)
+	defer t.close(wire.CloseNormal, "", false)
 	ping := time.NewTicker(t.ping)
 	defer ping.Stop()
 	for {
@@ -363,4 +364,12 @@ func (t *wsTransport) drop() {
 	for _, f := range t.take() {
 		f.release()
 	}
+}
+
+// truncateString cuts s to at most n bytes.
+func truncateString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
 }

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eventhub/eventhub/acl"
 	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/hub"
 )
@@ -62,11 +61,11 @@ func TestAdminAPINeedsAdminScope(t *testing.T) {
 	logs := &lockedBuffer{}
 	h := startHub(t, hub.Config{
 		Memory: true, NATSPort: -1, WSPort: -1,
-		Auth:   auth.Config{JWT: acl.VerifierConfig{Secret: secret}},
+		Auth:   auth.Config{JWT: auth.VerifierConfig{Secret: secret}},
 		Logger: slog.New(slog.NewJSONHandler(logs, nil)),
 	})
 	sign := func(subject string, scopes ...string) string {
-		tok, err := acl.MintHS256(secret, acl.MintClaims{Subject: subject, Scopes: scopes, TTL: time.Minute}, time.Now())
+		tok, err := auth.MintHS256(secret, auth.MintClaims{Subject: subject, Scopes: scopes, TTL: time.Minute}, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,6 @@ import (
 	njs "github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
-	"github.com/eventhub/eventhub/acl"
 	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/hub"
@@ -34,7 +33,7 @@ func TestAuthCalloutExternalServer(t *testing.T) {
 		nats.UserInfo("eventhub", password))
 	h := startHub(t, hub.Config{NATSURL: p.URL(), NATSUser: "eventhub", NATSPassword: password, NATSCalloutSeed: string(seed),
 		OpsPort: -1, WSPort: -1, HTTPPort: -1,
-		Auth: auth.Config{Token: staticToken, JWT: acl.VerifierConfig{Secret: secret}}})
+		Auth: auth.Config{Token: staticToken, JWT: auth.VerifierConfig{Secret: secret}}})
 	if _, err := h.Bus.Publish(t.Context(), "orders.new", []byte(`{"n":0}`), facade.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,9 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -36,7 +38,7 @@ func LoadConfigFile(path string) (FileConfig, error) {
 	defer f.Close()
 	dec := yaml.NewDecoder(f)
 	dec.KnownFields(true)
-	if err := dec.Decode(&fc); err != nil && err.Error() != "EOF" {
+	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
 		return fc, fmt.Errorf("parse config %s: %w", path, err)
 	}
 	if err := fc.Config.Validate(); err != nil {

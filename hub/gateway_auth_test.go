@@ -17,7 +17,7 @@ import (
 )
 
 func jwtHub(t *testing.T) *hub.Hub {
-	return startHub(t, hub.Config{Auth: auth.Config{JWT: acl.VerifierConfig{Secret: secret, Leeway: time.Millisecond}}})
+	return startHub(t, hub.Config{Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret, Leeway: time.Millisecond}}})
 }
 
 func dial(t *testing.T, h *hub.Hub, token string) *client.Client {
@@ -32,7 +32,7 @@ func dial(t *testing.T, h *hub.Hub, token string) *client.Client {
 
 func mintPolicy(t *testing.T, ttl time.Duration, p acl.Policy) string {
 	t.Helper()
-	tok, err := acl.MintHS256(secret, acl.MintClaims{Subject: "svc", Policy: &p, TTL: ttl}, time.Now())
+	tok, err := auth.MintHS256(secret, auth.MintClaims{Subject: "svc", Policy: &p, TTL: ttl}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestGatewayTokenRejectedAndExpiring(t *testing.T) {
 	if _, err := client.Dial(t.Context(), "ws://"+h.Addr("ws"), client.Config{Token: "garbage", NoReconnect: true}); err == nil {
 		t.Fatal("a garbage token was accepted")
 	}
-	expired, _ := acl.MintHS256(secret, acl.MintClaims{Subject: "x", Scopes: []string{"publish:a"}, TTL: time.Minute}, time.Now().Add(-2*time.Minute))
+	expired, _ := auth.MintHS256(secret, auth.MintClaims{Subject: "x", Scopes: []string{"publish:a"}, TTL: time.Minute}, time.Now().Add(-2*time.Minute))
 	if _, err := client.Dial(t.Context(), "ws://"+h.Addr("ws"), client.Config{Token: expired, NoReconnect: true}); err == nil {
 		t.Fatal("an expired token was accepted")
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/eventhub/eventhub/acl"
 	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/hub"
 )
@@ -80,7 +79,7 @@ func TestForeignHostRefusedWithoutAuth(t *testing.T) {
 // admin scope and the metrics scope may.
 func TestMetricsNeedAnOperatorToken(t *testing.T) {
 	const static = "a-static-token-of-length"
-	h := startHub(t, hub.Config{Auth: auth.Config{Token: static, JWT: acl.VerifierConfig{Secret: secret}}})
+	h := startHub(t, hub.Config{Auth: auth.Config{Token: static, JWT: auth.VerifierConfig{Secret: secret}}})
 	url := "http://" + h.Addr("ops") + "/metrics"
 	for _, tc := range []struct {
 		name  string

@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/eventhub/eventhub/acl"
 	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/client"
 	"github.com/eventhub/eventhub/facade"
@@ -21,9 +20,9 @@ import (
 // native NATS), and the sessions it opens end at exp plus the leeway.
 func TestJWTLeewayIsOneRuleEverywhere(t *testing.T) {
 	const leeway = 4 * time.Second
-	h := startHub(t, hub.Config{Auth: auth.Config{JWT: acl.VerifierConfig{Secret: secret, Leeway: leeway}}})
+	h := startHub(t, hub.Config{Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret, Leeway: leeway}}})
 	issued := time.Now().Add(-2 * time.Second)
-	tok, err := acl.MintHS256(secret, acl.MintClaims{Subject: "late", Scopes: []string{"publish:**", "subscribe:**"}, TTL: time.Second}, issued)
+	tok, err := auth.MintHS256(secret, auth.MintClaims{Subject: "late", Scopes: []string{"publish:**", "subscribe:**"}, TTL: time.Second}, issued)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eventhub/eventhub/acl"
 	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/client"
 	"github.com/eventhub/eventhub/facade"
@@ -29,7 +28,7 @@ func BenchmarkPublishLimits(b *testing.B) {
 	}
 	dialHub := func(lc limits.Config) *client.Client {
 		h, err := hub.Start(b.Context(), hub.Config{Memory: true, NATSPort: -1, OpsPort: -1, HTTPPort: -1,
-			Auth: auth.Config{JWT: acl.VerifierConfig{Secret: secret}}, Limits: lc})
+			Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}, Limits: lc})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eventhub/eventhub/acl"
 	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/client"
 	"github.com/eventhub/eventhub/facade"
@@ -21,7 +20,7 @@ import (
 
 func mintSubject(t testing.TB, subject string) string {
 	t.Helper()
-	tok, err := acl.MintHS256(secret, acl.MintClaims{Subject: subject, Scopes: []string{"publish:**", "subscribe:**"}, TTL: time.Hour}, time.Now())
+	tok, err := auth.MintHS256(secret, auth.MintClaims{Subject: subject, Scopes: []string{"publish:**", "subscribe:**"}, TTL: time.Hour}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +29,7 @@ func mintSubject(t testing.TB, subject string) string {
 
 func limitedHub(t *testing.T, lc limits.Config) *hub.Hub {
 	return startHub(t, hub.Config{Memory: true, NATSPort: -1, OpsPort: -1,
-		Auth: auth.Config{JWT: acl.VerifierConfig{Secret: secret}}, Limits: lc})
+		Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}, Limits: lc})
 }
 
 // TestRateLimitOnEveryWayIn: one principal's bucket is drawn on by its

@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/eventhub/eventhub/acl"
 	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/hub"
@@ -33,7 +32,7 @@ func startHub(t *testing.T, cfg hub.Config) *hub.Hub {
 
 func mint(t *testing.T, ttl time.Duration, scopes ...string) string {
 	t.Helper()
-	tok, err := acl.MintHS256(secret, acl.MintClaims{Subject: "svc", Scopes: scopes, TTL: ttl}, time.Now())
+	tok, err := auth.MintHS256(secret, auth.MintClaims{Subject: "svc", Scopes: scopes, TTL: ttl}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +40,7 @@ func mint(t *testing.T, ttl time.Duration, scopes ...string) string {
 }
 
 func TestNativeNATSClientsNeedTokens(t *testing.T) {
-	h := startHub(t, hub.Config{Auth: auth.Config{JWT: acl.VerifierConfig{Secret: secret}}})
+	h := startHub(t, hub.Config{Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}})
 	url := h.Bus.Server().ClientURL()
 	// The hub's own in-process connection works with full rights.
 	for _, topic := range []string{"process.state", "heartbeat.received"} {
@@ -111,7 +110,7 @@ func TestNativeNATSClientsNeedTokens(t *testing.T) {
 // everything ("**" is NATS ">") still cannot use the JetStream API or read
 // the hub's own traffic.
 func TestNativeWildcardPolicyCannotReachSystemSubjects(t *testing.T) {
-	h := startHub(t, hub.Config{Auth: auth.Config{JWT: acl.VerifierConfig{Secret: secret}}})
+	h := startHub(t, hub.Config{Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}})
 	errs := make(chan error, 100)
 	nc, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mint(t, time.Minute, "publish:**", "subscribe:**")),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
@@ -160,7 +159,7 @@ func TestNativeWildcardPolicyCannotReachSystemSubjects(t *testing.T) {
 }
 
 func TestNativeNATSConnectionEndsWithToken(t *testing.T) {
-	h := startHub(t, hub.Config{Auth: auth.Config{JWT: acl.VerifierConfig{Secret: secret, Leeway: time.Millisecond}}})
+	h := startHub(t, hub.Config{Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret, Leeway: time.Millisecond}}})
 	closed := make(chan struct{})
 	nc, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mint(t, 2*time.Second, "subscribe:x")),
 		nats.NoReconnect(), nats.ClosedHandler(func(*nats.Conn) { close(closed) }))

@@ -74,7 +74,7 @@ func (c *nativeClient) refused(t *testing.T, subject string, call func(ctx conte
 }
 
 func jsHub(t *testing.T) *hub.Hub {
-	return startHub(t, hub.Config{Memory: true, Auth: auth.Config{Token: staticToken, JWT: acl.VerifierConfig{Secret: secret}}})
+	return startHub(t, hub.Config{Memory: true, Auth: auth.Config{Token: staticToken, JWT: auth.VerifierConfig{Secret: secret}}})
 }
 
 func publishN(t *testing.T, h *hub.Hub, topic string, from, n int) {
@@ -193,7 +193,7 @@ func TestNativeJetStreamGroupRestricted(t *testing.T) {
 	publishN(t, h, "orders.new", 0, 2)
 	own := streamOf(t, h, "orders.new")
 	pol := acl.Policy{Rules: []acl.Rule{{Effect: acl.EffectAllow, Action: acl.ActionSubscribe, Topics: []string{"orders.*"}, Groups: []string{"g1", "g3"}}}}
-	tok, err := acl.MintHS256(secret, acl.MintClaims{Subject: "worker", Policy: &pol, TTL: time.Minute}, time.Now())
+	tok, err := auth.MintHS256(secret, auth.MintClaims{Subject: "worker", Policy: &pol, TTL: time.Minute}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func TestNativeJetStreamAdmin(t *testing.T) {
 // topics, a token for one topic reads that topic's last events and joins
 // its hub groups, never the family's other topics.
 func TestNativeJetStreamFamilyStream(t *testing.T) {
-	h := startHub(t, hub.Config{Memory: true, Auth: auth.Config{Token: staticToken, JWT: acl.VerifierConfig{Secret: secret}},
+	h := startHub(t, hub.Config{Memory: true, Auth: auth.Config{Token: staticToken, JWT: auth.VerifierConfig{Secret: secret}},
 		Bus: jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "audit.>", Stream: "AUDIT"}}}})
 	unsub, err := h.Bus.Subscribe(t.Context(), "audit.login", "g", func(context.Context, facade.Delivery) error {
 		return nil

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/facade/facadetest"
@@ -37,14 +36,7 @@ func TestConformanceEmbedded(t *testing.T) {
 			srv.WaitForShutdown()
 			srv = natstest.RunEmbeddedIn(outer, dir, 0) // owned by the whole test
 		},
-		NATS: func(t testing.TB) *nats.Conn {
-			nc, err := nats.Connect(current().ClientURL())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(nc.Close)
-			return nc
-		},
+		Native: func(t testing.TB) facadetest.Native { return natstest.Native(t, current().ClientURL()) },
 	})
 }
 
@@ -62,13 +54,6 @@ func TestConformanceExternal(t *testing.T) {
 			return b
 		},
 		Restart: func(t testing.TB) { p.Restart() },
-		NATS: func(t testing.TB) *nats.Conn {
-			nc, err := nats.Connect(p.URL())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(nc.Close)
-			return nc
-		},
+		Native:  func(t testing.TB) facadetest.Native { return natstest.Native(t, p.URL()) },
 	})
 }

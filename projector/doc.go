@@ -1,4 +1,4 @@
-// Package projector holds the example projection of the specification:
+// Package projector holds an example projection built on the bus:
 // heartbeats ("heartbeat.received", payload [Heartbeat]) become process
 // states ("process.state", keyed "host:name:pid", payload [ProcessState])
 // with status "alive", or "stale" after [Config.StaleAfter] without a
@@ -21,7 +21,7 @@
 //     published at most once per [Config.MinInterval] per process (default
 //     5 s; the newest values, by the next heartbeat or the next check), so a
 //     process sending a heartbeat every second costs one state event per
-//     5 s, not one per heartbeat as in the seeds. A negative MinInterval
+//     5 s, not one per heartbeat. A negative MinInterval
 //     publishes every change.
 //   - Staleness is checked every [Config.CheckEvery] against the heartbeat's
 //     event time. Because last_seen_ts is stored at most every MinInterval, a

@@ -28,7 +28,7 @@ const (
 	DefaultMinInterval = 5 * time.Second
 )
 
-// Heartbeat is the payload of a heartbeat event, as in the specification.
+// Heartbeat is the payload of a heartbeat event.
 type Heartbeat struct {
 	PID    int     `json:"pid"`
 	Name   string  `json:"name"`
@@ -47,8 +47,7 @@ const (
 	StatusStale Status = "stale"
 )
 
-// ProcessState is the payload of a process state event, keyed by ProcessID,
-// as in the specification.
+// ProcessState is the payload of a process state event, keyed by ProcessID.
 type ProcessState struct {
 	ProcessID  string  `json:"processId"`
 	Name       string  `json:"name"`
@@ -88,7 +87,7 @@ type Config struct {
 	// state when only its metrics, sid or last_seen_ts changed (default 5s);
 	// the newest values are published once it has passed, by the next
 	// heartbeat or check. Status changes are published at once. A negative
-	// MinInterval publishes every change at once (the seeds' behaviour).
+	// MinInterval publishes every change at once.
 	MinInterval time.Duration `yaml:"minInterval"`
 	// Logger receives the projector's logs; nil discards them.
 	Logger *slog.Logger `yaml:"-"`

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/eventhub/eventhub/acl"
+	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/hub"
 	"github.com/eventhub/eventhub/internal/testutil"
@@ -123,7 +124,7 @@ func TestTokenMintsVerifiableJWT(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := acl.NewVerifier(t.Context(), acl.VerifierConfig{Secret: []byte(secret)})
+	v, err := auth.NewVerifier(t.Context(), auth.VerifierConfig{Secret: []byte(secret)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"github.com/eventhub/eventhub/acl"
+	"github.com/eventhub/eventhub/auth"
 )
 
 // token mints a development HS256 token with the given scopes, signed with
-// JWT_SECRET (the seeds' "generate temp HS256 token for dev").
+// JWT_SECRET, for development.
 func token(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("eventhub token", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -42,7 +43,7 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	if _, err := acl.ScopesToPolicy(list); err != nil {
 		return fmt.Errorf("token: %w", err)
 	}
-	tok, err := acl.MintHS256([]byte(secret), acl.MintClaims{Subject: subject, Scopes: list, Audience: aud, Issuer: iss, TTL: ttl}, time.Now())
+	tok, err := auth.MintHS256([]byte(secret), auth.MintClaims{Subject: subject, Scopes: list, Audience: aud, Issuer: iss, TTL: ttl}, time.Now())
 	if err != nil {
 		return fmt.Errorf("token: %w", err)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/eventhub/eventhub/acl"
 	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/hub"
@@ -24,7 +23,7 @@ func TestTopicsCreate(t *testing.T) {
 	secret := []byte("0123456789abcdef0123456789abcdef")
 	const static = "static-token-0123456789"
 	h, err := hub.Start(t.Context(), hub.Config{DataDir: t.TempDir(), Memory: true, OpsPort: -1, WSPort: -1, HTTPPort: -1,
-		Auth: auth.Config{Token: static, JWT: acl.VerifierConfig{Secret: secret}}})
+		Auth: auth.Config{Token: static, JWT: auth.VerifierConfig{Secret: secret}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +42,7 @@ func TestTopicsCreate(t *testing.T) {
 		t.Fatalf("a pattern: %v, want ErrBadTopic", err)
 	}
 
-	tok, err := acl.MintHS256(secret, acl.MintClaims{Subject: "svc", Scopes: []string{"publish:orders.*"}, TTL: time.Minute}, time.Now())
+	tok, err := auth.MintHS256(secret, auth.MintClaims{Subject: "svc", Scopes: []string{"publish:orders.*"}, TTL: time.Minute}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,9 +5,8 @@
 package facadetest
 
 import (
+	"context"
 	"testing"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/eventhub/eventhub/facade"
 )
@@ -21,9 +20,10 @@ type Env struct {
 	// Restart, when set, restarts the store (the NATS server) and keeps its
 	// data; buses made before it are closed or unusable afterwards.
 	Restart func(t testing.TB)
-	// NATS, when set, returns a plain NATS connection to the store, for the
-	// interoperability cases.
-	NATS func(t testing.TB) *nats.Conn
+	// Native, when set, returns a plain NATS client of the store, for the
+	// interoperability cases. The suite stays free of any NATS package:
+	// the implementation's tests supply the client.
+	Native func(t testing.TB) Native
 	// Features switches off cases an implementation cannot support.
 	Features Features
 }
@@ -36,4 +36,32 @@ type Features struct {
 	NoKeys bool
 	// NoInProcessFilter: SubscribeOptions.Filter is not honoured.
 	NoFilter bool
+}
+
+// Native is a plain JetStream client of the store, as a program that does
+// not use eventhub would be.
+type Native interface {
+	// Publish stores data on subject through JetStream, without headers.
+	Publish(ctx context.Context, subject string, data []byte) error
+	// Follow reads the messages stored on topic and every subject below it
+	// (keyed events included), in stream order, as a plain consumer would;
+	// each call of the returned function blocks until the next message, or
+	// fails after 15 seconds.
+	Follow(t testing.TB, topic string) func() (NativeMsg, error)
+}
+
+// NativeMsg is a message as a plain NATS client sees it.
+type NativeMsg struct {
+	Subject string
+	Data    []byte
+	// Header holds the message's headers, keys as stored.
+	Header map[string][]string
+}
+
+// Get returns the first value of header key, or "".
+func (m NativeMsg) Get(key string) string {
+	if v := m.Header[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }

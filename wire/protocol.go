@@ -1,12 +1,9 @@
-package gateway
-
-// This file is the wire protocol and nothing else: frame structs, the op
-// table, Decode / Encode and the hand-rolled encoders of the hot frames. It
-// does no I/O and knows no session; package client uses it too.
+package wire
 
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -35,12 +32,12 @@ type OpInfo struct {
 	Op string
 	// FromClient: the client sends it (else the server does).
 	FromClient bool
-	// Extension: not in the original specification.
+	// Extension: an op the reference TypeScript clients do not send.
 	Extension bool
 }
 
-// Ops is the op table.
-var Ops = []OpInfo{
+// ops is the op table, read only.
+var ops = []OpInfo{
 	{OpAuth, true, false},
 	{OpOK, false, false},
 	{OpErr, false, false},
@@ -55,8 +52,13 @@ var Ops = []OpInfo{
 	{OpSeek, true, true},
 }
 
-func lookupOp(op string) (OpInfo, bool) {
-	for _, o := range Ops {
+// Ops returns a copy of the op table. It is safe for concurrent use.
+func Ops() []OpInfo { return slices.Clone(ops) }
+
+// LookupOp returns the table entry of op; false for an op the protocol
+// does not have.
+func LookupOp(op string) (OpInfo, bool) {
+	for _, o := range ops {
 		if o.Op == op {
 			return o, true
 		}
@@ -141,10 +143,10 @@ func Decode(data []byte, f *Frame) error {
 		}
 	}
 	if f.Op == "" {
-		return errorf(CodeBadFrame, "missing op")
+		return Errorf(CodeBadFrame, "missing op")
 	}
-	if _, ok := lookupOp(f.Op); !ok {
-		return errorf(CodeUnknownOp, "unknown op %q", truncateString(f.Op, 64))
+	if _, ok := LookupOp(f.Op); !ok {
+		return Errorf(CodeUnknownOp, "unknown op %q", truncateString(f.Op, 64))
 	}
 	return nil
 }
@@ -156,11 +158,11 @@ func decodeJSON(data []byte, f *Frame) error {
 		if errors.As(err, &te) {
 			field := te.Field
 			if field == "" {
-				return errorf(CodeBadFrame, "a frame is a JSON object, not %s", te.Value)
+				return Errorf(CodeBadFrame, "a frame is a JSON object, not %s", te.Value)
 			}
-			return errorf(CodeBadFrame, "field %s: want %s, not %s", field, te.Type, te.Value)
+			return Errorf(CodeBadFrame, "field %s: want %s, not %s", field, te.Type, te.Value)
 		}
-		return errorf(CodeBadJSON, "%s", err.Error())
+		return Errorf(CodeBadJSON, "%s", err.Error())
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package gateway
+package wire
 
 import (
 	"bytes"
@@ -68,14 +68,14 @@ func strictKeys(data []byte, s *schema, where string) error {
 		}
 		k, _ := tok.(string)
 		if seen[k] {
-			return errorf(CodeBadFrame, "%sduplicate key %q", where, k)
+			return Errorf(CodeBadFrame, "%sduplicate key %q", where, k)
 		}
 		seen[k] = true
 		nested, known := s.fields[k]
 		if !known {
 			for name := range s.fields {
 				if strings.EqualFold(name, k) {
-					return errorf(CodeBadFrame, "%skey %q: field names are case-sensitive (%q)", where, k, name)
+					return Errorf(CodeBadFrame, "%skey %q: field names are case-sensitive (%q)", where, k, name)
 				}
 			}
 		}
@@ -94,7 +94,7 @@ func strictKeys(data []byte, s *schema, where string) error {
 
 // decodeOpts decodes the opts of a frame exactly into v (a
 // *facade.SubscribeOptions or *facade.PublishOptions).
-func decodeOpts(raw json.RawMessage, v any) error {
+func DecodeOpts(raw json.RawMessage, v any) error {
 	if len(raw) == 0 {
 		return nil
 	}
@@ -109,7 +109,7 @@ func decodeOpts(raw json.RawMessage, v any) error {
 		return err
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
-		return errorf(CodeBadFrame, "opts: %v", err)
+		return Errorf(CodeBadFrame, "opts: %v", err)
 	}
 	return nil
 }
@@ -123,7 +123,7 @@ func checkUTF8(data []byte, f *Frame) error {
 		return nil
 	}
 	if !utf8.Valid(f.Payload) {
-		return errorf(CodeBadPayload, "payload is not valid UTF-8")
+		return Errorf(CodeBadPayload, "payload is not valid UTF-8")
 	}
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(data, &fields) == nil {
@@ -131,19 +131,19 @@ func checkUTF8(data []byte, f *Frame) error {
 			var opts map[string]json.RawMessage
 			if json.Unmarshal(raw, &opts) == nil {
 				if key, ok := opts["key"]; ok && !utf8.Valid(key) {
-					return errorf(CodeBadKey, "opts.key is not valid UTF-8")
+					return Errorf(CodeBadKey, "opts.key is not valid UTF-8")
 				}
 			}
-			return errorf(CodeBadRequest, "opts is not valid UTF-8")
+			return Errorf(CodeBadRequest, "opts is not valid UTF-8")
 		}
 		for name, raw := range fields {
 			if !utf8.Valid(raw) || !utf8.ValidString(name) {
 				if name == "corr" {
 					f.Corr = "" // the client would not recognise it
 				}
-				return errorf(CodeBadRequest, "%s is not valid UTF-8", strings.ToValidUTF8(name, "?"))
+				return Errorf(CodeBadRequest, "%s is not valid UTF-8", strings.ToValidUTF8(name, "?"))
 			}
 		}
 	}
-	return errorf(CodeBadRequest, "frame is not valid UTF-8")
+	return Errorf(CodeBadRequest, "frame is not valid UTF-8")
 }

@@ -1,4 +1,4 @@
-package acl
+package auth
 
 import (
 	"context"
@@ -24,6 +24,9 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/eventhub/eventhub/acl"
+	"github.com/eventhub/eventhub/facade"
 )
 
 var (
@@ -221,7 +224,7 @@ func TestVerifyValid(t *testing.T) {
 			[]string{"publish:a.*", "publish:b.*", "publish:c.*"}, "c.x", "d.x"},
 		{"HS256 within leeway", hs, sign(t, jwt.SigningMethodHS256, "", testSecret, claims(set("exp", testNow.Add(-3*time.Second).Unix()), set("nbf", testNow.Add(3*time.Second).Unix()))),
 			[]string{"publish:heartbeat.*"}, "heartbeat.x", "a"},
-		{"HS256 policy beats scopes", hs, sign(t, jwt.SigningMethodHS256, "", testSecret, claims(set("policy", Policy{Rules: []Rule{allow(ActionPublish, "only.this")}}))),
+		{"HS256 policy beats scopes", hs, sign(t, jwt.SigningMethodHS256, "", testSecret, claims(set("policy", acl.Policy{Rules: []acl.Rule{aclAllow(acl.ActionPublish, "only.this")}}))),
 			[]string{"publish:heartbeat.*"}, "only.this", "heartbeat.received"},
 		{"HS256 null policy falls back to scopes", hs, sign(t, jwt.SigningMethodHS256, "", testSecret, claims(set("policy", nil))),
 			[]string{"publish:heartbeat.*"}, "heartbeat.received", "only.this"},
@@ -254,8 +257,8 @@ func TestVerifyValid(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !cp.Allowed(ActionPublish, tt.allowed, "") || cp.Allowed(ActionPublish, tt.denied, "") {
-				t.Errorf("policy: %q allowed=%v, %q allowed=%v", tt.allowed, cp.Allowed(ActionPublish, tt.allowed, ""), tt.denied, cp.Allowed(ActionPublish, tt.denied, ""))
+			if !cp.Allowed(acl.ActionPublish, tt.allowed, "") || cp.Allowed(acl.ActionPublish, tt.denied, "") {
+				t.Errorf("policy: %q allowed=%v, %q allowed=%v", tt.allowed, cp.Allowed(acl.ActionPublish, tt.allowed, ""), tt.denied, cp.Allowed(acl.ActionPublish, tt.denied, ""))
 			}
 		})
 	}
@@ -292,8 +295,8 @@ func TestVerifyRejects(t *testing.T) {
 		{"garbage three parts", hs, "a.b.c", ErrTokenMalformed},
 		{"bad json payload", hs, parts[0] + "." + b64([]byte("{nope")) + "." + parts[2], ErrTokenMalformed},
 		{"too long", hs, strings.Repeat("a", MaxTokenLength+1), ErrTokenMalformed},
-		{"policy claim of wrong type", hs, hsTok(set("policy", "allow everything")), ErrBadPolicy},
-		{"policy claim with unknown field", hs, hsTok(set("policy", map[string]any{"rules": []any{map[string]any{"effect": "allow", "action": "subscribe", "topics": []string{"a"}, "group": []string{"g"}}}})), ErrBadPolicy},
+		{"policy claim of wrong type", hs, hsTok(set("policy", "allow everything")), acl.ErrBadPolicy},
+		{"policy claim with unknown field", hs, hsTok(set("policy", map[string]any{"rules": []any{map[string]any{"effect": "allow", "action": "subscribe", "topics": []string{"a"}, "group": []string{"g"}}}})), acl.ErrBadPolicy},
 		{"scopes claim of wrong type", hs, hsTok(set("scopes", 42)), ErrTokenMalformed},
 		{"exp as a string", hs, hsTok(set("exp", fmt.Sprint(testNow.Add(time.Hour).Unix()))), ErrTokenMalformed},
 		{"nbf as a string", hs, hsTok(set("nbf", fmt.Sprint(testNow.Unix()))), ErrTokenMalformed},
@@ -329,8 +332,8 @@ func TestVerifyRejects(t *testing.T) {
 		{"RS256 foreign key without kid", js, sign(t, jwt.SigningMethodRS256, "", otherRSA, claims()), ErrBadSignature},
 		{"RS512 not in allowed list", js, sign(t, jwt.SigningMethodRS512, "rsa1", rsaKeys()[0], claims()), ErrBadAlgorithm},
 		{"JWKS expired", js, sign(t, jwt.SigningMethodES256, "ec1", ecKey(), claims(set("exp", testNow.Add(-time.Hour).Unix()))), ErrTokenExpired},
-		{"invalid policy claim", hs, hsTok(set("policy", Policy{Rules: []Rule{{Effect: "maybe", Action: ActionPublish, Topics: []string{"a"}}}})), ErrBadPolicy},
-		{"invalid scope", hs, hsTok(set("scopes", []string{"publish:a*"})), ErrBadPolicy},
+		{"invalid policy claim", hs, hsTok(set("policy", acl.Policy{Rules: []acl.Rule{{Effect: "maybe", Action: acl.ActionPublish, Topics: []string{"a"}}}})), acl.ErrBadPolicy},
+		{"invalid scope", hs, hsTok(set("scopes", []string{"publish:a*"})), acl.ErrBadPolicy},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -341,9 +344,9 @@ func TestVerifyRejects(t *testing.T) {
 			if c != nil {
 				t.Fatal("claims returned with an error")
 			}
-			var e *Error
+			var e *facade.Error
 			if !errors.As(err, &e) {
-				t.Fatalf("error %T is not an *Error", err)
+				t.Fatalf("error %T is not a *facade.Error", err)
 			}
 			msg := err.Error()
 			if (len(tt.token) > 8 && strings.Contains(msg, tt.token)) || strings.Contains(msg, string(testSecret)) {
@@ -513,7 +516,7 @@ func TestVerifierConfigValidate(t *testing.T) {
 
 func TestMintHS256(t *testing.T) {
 	v := newTestVerifier(t, VerifierConfig{Secret: testSecret, Audience: testAud, Issuer: testIss})
-	pol := &Policy{Rules: []Rule{allow(ActionSubscribe, "process.**")}}
+	pol := &acl.Policy{Rules: []acl.Rule{aclAllow(acl.ActionSubscribe, "process.**")}}
 	tok, err := MintHS256(testSecret, MintClaims{
 		Subject: "dev", Scopes: []string{"publish:heartbeat.*"}, Policy: pol,
 		Audience: testAud, Issuer: testIss, TTL: time.Minute,
@@ -527,7 +530,7 @@ func TestMintHS256(t *testing.T) {
 	}
 	cp, _ := c.CompiledPolicy()
 	if c.Subject != "dev" || !c.ExpiresAt.Equal(testNow.Add(time.Minute)) || !c.IssuedAt.Equal(testNow) ||
-		!cp.Allowed(ActionSubscribe, "process.a", "") || cp.Allowed(ActionPublish, "heartbeat.x", "") {
+		!cp.Allowed(acl.ActionSubscribe, "process.a", "") || cp.Allowed(acl.ActionPublish, "heartbeat.x", "") {
 		t.Fatalf("claims = %+v", c)
 	}
 	// expiry is enforced against the verifier clock
@@ -544,8 +547,8 @@ func TestMintHS256(t *testing.T) {
 	}{
 		{"short secret", []byte("short"), MintClaims{TTL: time.Minute}, ErrBadConfig},
 		{"zero ttl", testSecret, MintClaims{}, ErrBadConfig},
-		{"bad scope", testSecret, MintClaims{TTL: time.Minute, Scopes: []string{"nope"}}, ErrBadScope},
-		{"bad policy", testSecret, MintClaims{TTL: time.Minute, Policy: &Policy{Rules: []Rule{{Effect: "x"}}}}, ErrBadPolicy},
+		{"bad scope", testSecret, MintClaims{TTL: time.Minute, Scopes: []string{"nope"}}, acl.ErrBadScope},
+		{"bad policy", testSecret, MintClaims{TTL: time.Minute, Policy: &acl.Policy{Rules: []acl.Rule{{Effect: "x"}}}}, acl.ErrBadPolicy},
 	}
 	for _, tt := range bad {
 		if _, err := MintHS256(tt.secret, tt.c, testNow); !errors.Is(err, tt.wantErr) {
@@ -598,7 +601,7 @@ func TestVerifyConcurrent(t *testing.T) {
 					return
 				}
 				cp, _ := c.CompiledPolicy()
-				if !cp.Allowed(ActionPublish, "heartbeat.received", "") {
+				if !cp.Allowed(acl.ActionPublish, "heartbeat.received", "") {
 					errs <- errors.New("policy denied")
 					return
 				}
@@ -610,4 +613,56 @@ func TestVerifyConcurrent(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+}
+
+func TestClaimsPolicyBeatsScopes(t *testing.T) {
+	c := &Claims{
+		Scopes: []string{"publish:a.*"},
+		Policy: &acl.Policy{Rules: []acl.Rule{acl.Rule{Effect: acl.EffectAllow, Action: acl.ActionPublish, Topics: []string{"b.*"}}}},
+	}
+	cp, err := c.CompiledPolicy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp.Allowed(acl.ActionPublish, "a.x", "") || !cp.Allowed(acl.ActionPublish, "b.x", "") {
+		t.Fatal("the policy claim must beat the scopes")
+	}
+	// an empty embedded policy still beats scopes: deny all
+	c.Policy = &acl.Policy{}
+	if cp, err = c.CompiledPolicy(); err != nil || cp.Allowed(acl.ActionPublish, "a.x", "") {
+		t.Fatalf("empty policy claim must deny all, got err=%v", err)
+	}
+	c.Policy = nil
+	if cp, err = c.CompiledPolicy(); err != nil || !cp.Allowed(acl.ActionPublish, "a.x", "") {
+		t.Fatalf("scopes must apply without a policy claim, got err=%v", err)
+	}
+	// foreign scopes (an identity provider's) are ignored
+	c.Scopes = []string{"openid", "read:users", "publish:a.*", "profile"}
+	if cp, err = c.CompiledPolicy(); err != nil || !cp.Allowed(acl.ActionPublish, "a.x", "") || cp.Allowed(acl.ActionSubscribe, "a.x", "") {
+		t.Fatalf("foreign scopes must be ignored, got err=%v", err)
+	}
+	c.Scopes = []string{"openid", "publish:a..b"}
+	if _, err = c.CompiledPolicy(); !errors.Is(err, acl.ErrBadPolicy) || !errors.Is(err, acl.ErrBadScope) {
+		t.Fatalf("bad scope error = %v, want acl.ErrBadPolicy and acl.ErrBadScope", err)
+	}
+	var nilClaims *Claims
+	if _, err = nilClaims.CompiledPolicy(); !errors.Is(err, acl.ErrBadPolicy) {
+		t.Fatalf("nil claims error = %v", err)
+	}
+}
+
+func TestClaimsContext(t *testing.T) {
+	ctx := context.Background()
+	c := &Claims{Subject: "s"}
+	gc, ok := ClaimsFrom(WithClaims(ctx, c))
+	if !ok || gc != c {
+		t.Fatal("claims not round-tripped")
+	}
+	if _, ok := ClaimsFrom(ctx); ok {
+		t.Fatal("empty context has claims")
+	}
+}
+
+func aclAllow(action acl.Action, topics ...string) acl.Rule {
+	return acl.Rule{Effect: acl.EffectAllow, Action: action, Topics: topics}
 }

@@ -1,4 +1,4 @@
-package acl
+package auth
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/eventhub/eventhub/acl"
 )
 
 // Defaults and limits used by NewVerifier and MintHS256.
@@ -81,7 +83,7 @@ type VerifierConfig struct {
 	// TimeFunc is the clock used for exp/nbf/iat; nil means time.Now.
 	TimeFunc func() time.Time
 	// Logger receives background JWKS refresh failures; nil means
-	// slog.Default().
+	// discard.
 	Logger *slog.Logger
 }
 
@@ -218,7 +220,7 @@ func newJWKS(ctx context.Context, cfg VerifierConfig) (keyfunc.Keyfunc, context.
 	}
 	logger := cfg.Logger
 	if logger == nil {
-		logger = slog.Default()
+		logger = slog.New(slog.DiscardHandler)
 	}
 	display := cfg.JWKSURL
 	if u, err := url.Parse(cfg.JWKSURL); err == nil {
@@ -246,7 +248,7 @@ func newJWKS(ctx context.Context, cfg VerifierConfig) (keyfunc.Keyfunc, context.
 	kf, err := keyfunc.NewDefaultOverrideCtx(jctx, []string{cfg.JWKSURL}, override)
 	if err != nil {
 		cancel()
-		return nil, nil, ErrJWKSUnavailable.withMsg("fetch JWKS from "+display, err)
+		return nil, nil, errMsg(ErrJWKSUnavailable, "fetch JWKS from "+display, err)
 	}
 	return kf, cancel, nil
 }
@@ -264,7 +266,7 @@ func (v *Verifier) Algorithms() []string { return slices.Clone(v.algs) }
 
 // Claims is the result of verifying a token. Claims returned by Verify
 // carry the policy compiled at verification time; treat them as read-only
-// (later edits of Scopes or Policy are not reflected by CompiledPolicy).
+// (later edits of Scopes or Policy are not reflected by acl.CompiledPolicy).
 type Claims struct {
 	// Subject is the sub claim.
 	Subject string
@@ -290,54 +292,26 @@ type Claims struct {
 	Scopes []string
 	// Policy is the embedded "policy" claim, or nil. When non-nil it takes
 	// precedence over Scopes (even when it has no rules: deny all).
-	Policy *Policy
+	Policy *acl.Policy
 
-	compiled *CompiledPolicy
+	compiled *acl.CompiledPolicy
 }
 
 // CompiledPolicy returns the authorization policy of the claims: the
-// compiled Policy claim if present, else the policy built by ScopesToPolicy
+// compiled Policy claim if present, else the policy built by [acl.ScopesToPolicy]
 // from the scopes addressed to eventhub (those starting "publish:",
 // "subscribe:" or "*:"; other scopes such as "openid" are ignored; none:
 // deny all). A malformed eventhub scope ("publish:a*") is an error. Claims returned by Verify carry it precompiled;
 // for hand-built Claims it is compiled on each call. Errors wrap
-// ErrBadPolicy. Safe for concurrent use.
-func (c *Claims) CompiledPolicy() (*CompiledPolicy, error) {
+// acl.ErrBadPolicy. Safe for concurrent use.
+func (c *Claims) CompiledPolicy() (*acl.CompiledPolicy, error) {
 	if c == nil {
-		return nil, fmt.Errorf("%w: nil claims", ErrBadPolicy)
+		return nil, fmt.Errorf("%w: nil claims", acl.ErrBadPolicy)
 	}
 	if c.compiled != nil {
 		return c.compiled, nil
 	}
-	return compileClaimsPolicy(c.Policy, c.Scopes)
-}
-
-// compileClaimsPolicy implements the "policy beats scopes" rule.
-func compileClaimsPolicy(p *Policy, scopes []string) (*CompiledPolicy, error) {
-	if p != nil {
-		return CompilePolicy(*p)
-	}
-	sp, err := ScopesToPolicy(ownScopes(scopes))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadPolicy, err)
-	}
-	return CompilePolicy(sp)
-}
-
-// ownScopes returns the scopes addressed to eventhub, those whose part
-// before the first ':' is "publish", "subscribe" or "*". Other scopes (an
-// identity provider's "openid", "profile", "read:users", ...) are ignored:
-// scopes only ever grant, so dropping foreign ones grants nothing extra.
-func ownScopes(scopes []string) []string {
-	out := make([]string, 0, len(scopes))
-	for _, s := range scopes {
-		action, _, _ := strings.Cut(s, ":")
-		switch Action(action) {
-		case ActionPublish, ActionSubscribe, ActionAny:
-			out = append(out, s)
-		}
-	}
-	return out
+	return acl.CompileClaims(c.Policy, c.Scopes)
 }
 
 // scopeList decodes a scope claim given either as a JSON array of strings
@@ -398,17 +372,17 @@ func (tc *tokenClaims) UnmarshalJSON(b []byte) error {
 // ctx bounds an unknown-kid JWKS refresh. Every error is an *Error matching
 // one of ErrTokenMissing, ErrTokenMalformed, ErrTokenExpired,
 // ErrTokenNotYetValid, ErrBadSignature, ErrBadAlgorithm, ErrBadAudience,
-// ErrBadIssuer, ErrMissingExp, ErrUnknownKey or ErrBadPolicy (a validly
+// ErrBadIssuer, ErrMissingExp, ErrUnknownKey or acl.ErrBadPolicy (a validly
 // signed token whose policy or scopes do not decode or compile). Claim
 // values, including the policy, are checked only after the signature, so a
 // forged token reports a signature, key or algorithm error; only a token
 // that does not even decode (ErrTokenMalformed) is reported before.
 func (v *Verifier) Verify(ctx context.Context, token string) (*Claims, error) {
 	if token == "" {
-		return nil, ErrTokenMissing.wrap(nil)
+		return nil, wrapErr(ErrTokenMissing, nil)
 	}
 	if len(token) > MaxTokenLength {
-		return nil, ErrTokenMalformed.withMsg("token too long", nil)
+		return nil, errMsg(ErrTokenMalformed, "token too long", nil)
 	}
 	var tc tokenClaims
 	tok, err := v.parser.ParseWithClaims(token, &tc, v.keyfunc(ctx))
@@ -423,9 +397,9 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Claims, error) {
 		Scopes:   mergeScopes(tc.Scopes, tc.Scope),
 	}
 	if len(tc.Policy) > 0 && string(tc.Policy) != "null" {
-		c.Policy = new(Policy)
+		c.Policy = new(acl.Policy)
 		if err := json.Unmarshal(tc.Policy, c.Policy); err != nil {
-			return nil, ErrBadPolicy.withMsg("token carries an undecodable policy", err)
+			return nil, errMsg(acl.ErrBadPolicy, "token carries an undecodable policy", err)
 		}
 	}
 	if tc.ExpiresAt != nil {
@@ -438,9 +412,9 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Claims, error) {
 	if tc.IssuedAt != nil {
 		c.IssuedAt = tc.IssuedAt.Time
 	}
-	c.compiled, err = compileClaimsPolicy(c.Policy, c.Scopes)
+	c.compiled, err = acl.CompileClaims(c.Policy, c.Scopes)
 	if err != nil {
-		return nil, ErrBadPolicy.withMsg("token carries an invalid policy or scopes", err)
+		return nil, errMsg(acl.ErrBadPolicy, "token carries an invalid policy or scopes", err)
 	}
 	return c, nil
 }
@@ -462,23 +436,41 @@ func mergeScopes(a, b []string) []string {
 // type (no algorithm confusion).
 func (v *Verifier) keyfunc(ctx context.Context) jwt.Keyfunc {
 	return func(t *jwt.Token) (any, error) {
+		key, err := v.key(ctx, t)
+		if err != nil {
+			return nil, &keyError{err}
+		}
+		return key, nil
+	}
+}
+
+// keyError marks an error of the key lookup, which mapError reports as it
+// is rather than as a golang-jwt error.
+type keyError struct{ err error }
+
+func (e *keyError) Error() string { return e.err.Error() }
+func (e *keyError) Unwrap() error { return e.err }
+
+// key selects the key of one token.
+func (v *Verifier) key(ctx context.Context, t *jwt.Token) (any, error) {
+	{
 		alg := t.Method.Alg()
 		if !slices.Contains(v.algs, alg) { // also enforced by WithValidMethods
-			return nil, ErrBadAlgorithm.wrap(nil)
+			return nil, wrapErr(ErrBadAlgorithm, nil)
 		}
 		switch t.Method.(type) {
 		case *jwt.SigningMethodHMAC:
 			if len(v.secret) == 0 {
-				return nil, ErrBadAlgorithm.withMsg("HMAC token but no shared secret configured", nil)
+				return nil, errMsg(ErrBadAlgorithm, "HMAC token but no shared secret configured", nil)
 			}
 			return v.secret, nil
 		case *jwt.SigningMethodRSA, *jwt.SigningMethodRSAPSS, *jwt.SigningMethodECDSA, *jwt.SigningMethodEd25519:
 			if v.jwks == nil {
-				return nil, ErrBadAlgorithm.withMsg("asymmetric token but no JWKS configured", nil)
+				return nil, errMsg(ErrBadAlgorithm, "asymmetric token but no JWKS configured", nil)
 			}
 			got, err := v.jwks.KeyfuncCtx(ctx)(t)
 			if err != nil {
-				return nil, ErrUnknownKey.wrap(err)
+				return nil, wrapErr(ErrUnknownKey, err)
 			}
 			if set, ok := got.(jwt.VerificationKeySet); ok { // token without kid
 				var keep jwt.VerificationKeySet
@@ -488,16 +480,16 @@ func (v *Verifier) keyfunc(ctx context.Context) jwt.Keyfunc {
 					}
 				}
 				if len(keep.Keys) == 0 {
-					return nil, ErrUnknownKey.withMsg("no JWKS key fits the token algorithm", nil)
+					return nil, errMsg(ErrUnknownKey, "no JWKS key fits the token algorithm", nil)
 				}
 				return keep, nil
 			}
 			if !keyFits(t.Method, got) {
-				return nil, ErrUnknownKey.withMsg("JWKS key type does not fit the token algorithm", nil)
+				return nil, errMsg(ErrUnknownKey, "JWKS key type does not fit the token algorithm", nil)
 			}
 			return got, nil
 		default:
-			return nil, ErrBadAlgorithm.wrap(nil)
+			return nil, wrapErr(ErrBadAlgorithm, nil)
 		}
 	}
 }
@@ -518,40 +510,39 @@ func keyFits(m jwt.SigningMethod, key any) bool {
 	return false
 }
 
-// mapError turns a golang-jwt error into one of this package's *Error
-// classes. tok and tc are what ParseWithClaims returned alongside err.
+// mapError turns a golang-jwt error into one matching this package's
+// sentinels. tok and tc are what ParseWithClaims returned alongside err.
 func (v *Verifier) mapError(tok *jwt.Token, tc *tokenClaims, err error) error {
-	var ours *Error
-	if errors.As(err, &ours) { // from keyfunc
-		return ours
+	if ke, ok := errors.AsType[*keyError](err); ok {
+		return ke.err
 	}
 	if errors.Is(err, jwt.ErrTokenMalformed) {
-		return ErrTokenMalformed.wrap(err)
+		return wrapErr(ErrTokenMalformed, err)
 	}
 	if tok != nil {
 		if alg, _ := tok.Header["alg"].(string); !slices.Contains(v.algs, alg) {
-			return ErrBadAlgorithm.wrap(nil)
+			return wrapErr(ErrBadAlgorithm, nil)
 		}
 	}
 	switch {
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
-		return ErrBadSignature.wrap(err)
+		return wrapErr(ErrBadSignature, err)
 	case errors.Is(err, jwt.ErrTokenUnverifiable):
-		return ErrUnknownKey.wrap(err)
+		return wrapErr(ErrUnknownKey, err)
 	case !errors.Is(err, jwt.ErrTokenInvalidClaims):
-		return ErrTokenMalformed.wrap(err)
+		return wrapErr(ErrTokenMalformed, err)
 	case tc.ExpiresAt == nil:
-		return ErrMissingExp.wrap(nil)
+		return wrapErr(ErrMissingExp, nil)
 	case errors.Is(err, jwt.ErrTokenExpired):
-		return ErrTokenExpired.wrap(nil)
+		return wrapErr(ErrTokenExpired, nil)
 	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
-		return ErrTokenNotYetValid.wrap(nil)
+		return wrapErr(ErrTokenNotYetValid, nil)
 	case errors.Is(err, jwt.ErrTokenInvalidAudience), v.audience != "" && !slices.Contains(tc.Audience, v.audience):
-		return ErrBadAudience.wrap(nil)
+		return wrapErr(ErrBadAudience, nil)
 	case errors.Is(err, jwt.ErrTokenInvalidIssuer), v.issuer != "" && tc.Issuer != v.issuer:
-		return ErrBadIssuer.wrap(nil)
+		return wrapErr(ErrBadIssuer, nil)
 	}
-	return ErrTokenMalformed.wrap(err)
+	return wrapErr(ErrTokenMalformed, err)
 }
 
 // MintClaims describes a development token for MintHS256.
@@ -562,7 +553,7 @@ type MintClaims struct {
 	Scopes []string
 	// Policy, when non-nil, becomes the "policy" claim and takes
 	// precedence over Scopes at verification.
-	Policy *Policy
+	Policy *acl.Policy
 	// Audience, when set, becomes the aud claim.
 	Audience string
 	// Issuer, when set, becomes the iss claim.
@@ -584,7 +575,7 @@ const (
 // ScopeMetrics) and Policy are validated first, so
 // a minted token always verifies with a matching Verifier (same secret,
 // audience and issuer). Errors wrap ErrBadConfig (secret, TTL),
-// ErrBadScope or ErrBadPolicy. The result is a bearer credential: do not
+// acl.ErrBadScope or acl.ErrBadPolicy. The result is a bearer credential: do not
 // log it.
 func MintHS256(secret []byte, c MintClaims, now time.Time) (string, error) {
 	if len(secret) < MinSecretLength {
@@ -595,17 +586,17 @@ func MintHS256(secret []byte, c MintClaims, now time.Time) (string, error) {
 	}
 	// Topic scopes must compile; operator scopes pass as they are.
 	topicScopes := slices.DeleteFunc(slices.Clone(c.Scopes), func(s string) bool { return s == ScopeAdmin || s == ScopeMetrics })
-	if _, err := ScopesToPolicy(topicScopes); err != nil {
+	if _, err := acl.ScopesToPolicy(topicScopes); err != nil {
 		return "", err
 	}
 	var rawPolicy json.RawMessage
 	if c.Policy != nil {
-		if _, err := CompilePolicy(*c.Policy); err != nil {
+		if _, err := acl.CompilePolicy(*c.Policy); err != nil {
 			return "", err
 		}
 		b, err := json.Marshal(c.Policy)
 		if err != nil {
-			return "", fmt.Errorf("%w: %w", ErrBadPolicy, err)
+			return "", fmt.Errorf("%w: %w", acl.ErrBadPolicy, err)
 		}
 		rawPolicy = b
 	}
@@ -630,4 +621,22 @@ func MintHS256(secret []byte, c MintClaims, now time.Time) (string, error) {
 		return "", fmt.Errorf("acl: sign token: %w", err)
 	}
 	return s, nil
+}
+
+// claimsKey is an unexported context key; only this package can set or
+// read the value it indexes.
+type claimsKey struct{}
+
+// WithClaims returns a copy of ctx carrying the verified claims c (for
+// logging the subject, or reading expiry). The claims must not be modified
+// afterwards.
+func WithClaims(ctx context.Context, c *Claims) context.Context {
+	return context.WithValue(ctx, claimsKey{}, c)
+}
+
+// ClaimsFrom returns the claims stored by WithClaims; ok is false if there
+// are none.
+func ClaimsFrom(ctx context.Context) (c *Claims, ok bool) {
+	c, ok = ctx.Value(claimsKey{}).(*Claims)
+	return c, ok && c != nil
 }

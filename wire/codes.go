@@ -1,10 +1,11 @@
-package gateway
+package wire
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -105,9 +106,9 @@ const (
 	CodeDisconnected      = "disconnected"
 )
 
-// Codes is the table of every error code. docs/protocol.md renders it
-// (see [CodesMarkdown]); a test keeps the two equal.
-var Codes = []CodeInfo{
+// codes is the table of every error code, read only. docs/protocol.md
+// renders it (see [CodesMarkdown]); a test keeps the two equal.
+var codes = []CodeInfo{
 	{CodeBadJSON, "The frame is not valid JSON.", 0, true, 0},
 	{CodeBadFrame, "Valid JSON of the wrong shape: not an object, no op, a field of the wrong type, a duplicate key or one whose case differs from the field name, a binary frame.", 0, true, 0},
 	{CodeUnknownOp, "The op is not one a client may send.", 0, true, 0},
@@ -149,12 +150,16 @@ var Codes = []CodeInfo{
 }
 
 var codeIndex = func() map[string]*CodeInfo {
-	m := make(map[string]*CodeInfo, len(Codes))
-	for i := range Codes {
-		m[Codes[i].Code] = &Codes[i]
+	m := make(map[string]*CodeInfo, len(codes))
+	for i := range codes {
+		m[codes[i].Code] = &codes[i]
 	}
 	return m
 }()
+
+// Codes returns a copy of the table of every error code, in a stable
+// order. It is safe for concurrent use.
+func Codes() []CodeInfo { return slices.Clone(codes) }
 
 // LookupCode returns the table entry of code.
 func LookupCode(code string) (CodeInfo, bool) {
@@ -188,16 +193,16 @@ var (
 	ErrGoingAway         = &facade.Error{Code: CodeGoingAway, Msg: "gateway shutting down"}
 )
 
-// errorf returns a *facade.Error with code and a message.
-func errorf(code, format string, args ...any) *facade.Error {
+// Errorf returns a *facade.Error with code and a formatted message.
+func Errorf(code, format string, args ...any) *facade.Error {
 	return &facade.Error{Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 
-// toWire turns any error into the code and message an ERR frame or HTTP
+// FromError turns any error into the code and message an ERR frame or HTTP
 // error carries. Errors that carry a known code (facade sentinels and the
 // gateway's own) keep it; context errors become unavailable; anything else
 // becomes fallback.
-func toWire(err error, fallback string) (code, msg string) {
+func FromError(err error, fallback string) (code, msg string) {
 	var fe *facade.Error
 	if errors.As(err, &fe) {
 		if _, ok := codeIndex[fe.Code]; ok {
@@ -213,8 +218,9 @@ func toWire(err error, fallback string) (code, msg string) {
 	return fallback, err.Error()
 }
 
-// httpStatus is the publish endpoint's status for code.
-func httpStatus(code string) int {
+// HTTPStatus is the HTTP status of an error with code: the table's, or 500
+// for a code that has none.
+func HTTPStatus(code string) int {
 	if ci, ok := codeIndex[code]; ok && ci.HTTPStatus != 0 {
 		return ci.HTTPStatus
 	}
@@ -226,7 +232,7 @@ func CodesMarkdown() string {
 	var b strings.Builder
 	b.WriteString("| code | meaning | sent as | connection | HTTP status |\n")
 	b.WriteString("|---|---|---|---|---|\n")
-	for _, c := range Codes {
+	for _, c := range codes {
 		sent := "ERR"
 		switch {
 		case !c.ERR:
