@@ -7,7 +7,7 @@ import (
 	"os"
 	"slices"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/eventhub/eventhub/compaction"
 	"github.com/eventhub/eventhub/gateway"

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Config configures a [Bus]. The zero value is valid: defaults are applied by
