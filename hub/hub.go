@@ -25,6 +25,8 @@ import (
 	"github.com/eventhub/eventhub/limits"
 	"github.com/eventhub/eventhub/metrics"
 	"github.com/eventhub/eventhub/outbox"
+	_ "github.com/eventhub/eventhub/outbox/postgres" // OutboxURL may name either database
+	_ "github.com/eventhub/eventhub/outbox/sqlite"
 	"github.com/eventhub/eventhub/projector"
 )
 
