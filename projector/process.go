@@ -88,7 +88,7 @@ type Config struct {
 	// state when only its metrics, sid or last_seen_ts changed (default 5s);
 	// the newest values are published once it has passed, by the next
 	// heartbeat or check. Status changes are published at once. A negative
-	// MinInterval publishes every change at once (the seeds' behaviour).
+	// MinInterval publishes every change at once.
 	MinInterval time.Duration `yaml:"minInterval"`
 	// Logger receives the projector's logs; nil discards them.
 	Logger *slog.Logger `yaml:"-"`
