@@ -254,3 +254,39 @@ func TestExportFromStoppedHubDataDir(t *testing.T) {
 		t.Fatalf("summary: %s", errOut.String())
 	}
 }
+
+// TestConfigPrintsTheEffectiveConfiguration: eventhub config prints what
+// serve would run with (file, environment, flags, defaults), without the
+// secrets, as a file that -config accepts.
+func TestConfigPrintsTheEffectiveConfiguration(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.yaml")
+	if err := os.WriteFile(in, []byte("gateway: {outboundQueue: 77}\nserver: {wsPort: 9000}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const token = "a-static-token-0123456789"
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"config", "-config", in, "-ws-token", token}, env(map[string]string{"WS_PORT": "9005"}), &out, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"outboundQueue: 77", "wsPort: 9005", "token: REDACTED", "maxInflightPerSub: 100"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("eventhub config lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), token) {
+		t.Fatalf("eventhub config prints the static token")
+	}
+	printed := filepath.Join(dir, "printed.yaml")
+	if err := os.WriteFile(printed, out.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := hub.LoadFile(printed)
+	if err != nil {
+		t.Fatalf("the printed configuration does not load: %v", err)
+	}
+	if f.Gateway.OutboundQueue != 77 || f.Server.WSPort != 9005 {
+		t.Fatalf("printed configuration read back as %+v", f)
+	}
+}
