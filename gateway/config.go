@@ -183,6 +183,10 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// WithDefaults returns c with every unset setting at its default, as
+// [New] applies them.
+func (c Config) WithDefaults() Config { return c.withDefaults() }
+
 func (c Config) withDefaults() Config {
 	if c.Addr == "" {
 		c.Addr = DefaultAddr

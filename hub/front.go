@@ -1,59 +1,18 @@
 package hub
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"slices"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/eventhub/eventhub/compaction"
 	"github.com/eventhub/eventhub/gateway"
 	"github.com/eventhub/eventhub/jetstream"
-	"github.com/eventhub/eventhub/limits"
 	"github.com/eventhub/eventhub/projector"
 	"github.com/eventhub/eventhub/web"
 )
-
-// FileConfig is the YAML configuration file of the hub: the bus's topics
-// (see jetstream.Config), the compactors, and the rate limits and quotas
-// (see limits.Config).
-type FileConfig struct {
-	jetstream.Config `yaml:",inline"`
-	Compactors       []compaction.Config `yaml:"compactors"`
-	Limits           limits.Config       `yaml:"limits"`
-}
-
-// LoadConfigFile reads a FileConfig; unknown fields are errors.
-func LoadConfigFile(path string) (FileConfig, error) {
-	var fc FileConfig
-	f, err := os.Open(path)
-	if err != nil {
-		return fc, fmt.Errorf("read config: %w", err)
-	}
-	defer f.Close()
-	dec := yaml.NewDecoder(f)
-	dec.KnownFields(true)
-	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
-		return fc, fmt.Errorf("parse config %s: %w", path, err)
-	}
-	if err := fc.Config.Validate(); err != nil {
-		return fc, err
-	}
-	if err := fc.Limits.Validate(); err != nil {
-		return fc, err
-	}
-	for i, c := range fc.Compactors {
-		if err := c.Validate(); err != nil {
-			return fc, fmt.Errorf("compactors[%d]: %w", i, err)
-		}
-	}
-	return fc, nil
-}
 
 // withDerivedTopics adds the topic settings the configured components need:
 // compacted snapshot topics for the compactors, and a compacted
@@ -73,7 +32,7 @@ func (c Config) withDerivedTopics() Config {
 		need(snap)
 	}
 	if c.Projector || c.Demo {
-		need("process.state")
+		need(cmp.Or(c.ProjectorConfig.States, projector.DefaultStates))
 	}
 	return c
 }
@@ -148,19 +107,23 @@ func (h *Hub) startWorkers(ctx, bg context.Context) error {
 		h.compactors = append(h.compactors, comp)
 	}
 	if h.cfg.Projector || h.cfg.Demo {
-		p, err := projector.Start(ctx, h.Bus, projector.Config{Logger: h.log})
+		pc := h.cfg.ProjectorConfig
+		pc.Logger = h.log
+		p, err := projector.Start(ctx, h.Bus, pc)
 		if err != nil {
 			return err // the projector's errors name it
 		}
 		h.projector = p
 	}
 	if h.cfg.Demo {
+		heartbeats := cmp.Or(h.cfg.ProjectorConfig.Heartbeats, projector.DefaultHeartbeats)
+		states := cmp.Or(h.cfg.ProjectorConfig.States, projector.DefaultStates)
 		dctx, cancel := context.WithCancel(bg)
 		h.stopDemo = cancel
 		h.bg.Go(func() {
-			_ = projector.Demo(dctx, h.Bus, projector.DemoConfig{Logger: h.log.With("component", "demo")})
+			_ = projector.Demo(dctx, h.Bus, projector.DemoConfig{Topic: heartbeats, Logger: h.log.With("component", "demo")})
 		})
-		h.log.Info("demo: publishing sample heartbeats to heartbeat.received; watch process.state")
+		h.log.Info("demo: publishing sample heartbeats", "topic", heartbeats, "watch", states)
 	}
 	return nil
 }

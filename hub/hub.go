@@ -25,6 +25,8 @@ import (
 	"github.com/eventhub/eventhub/limits"
 	"github.com/eventhub/eventhub/metrics"
 	"github.com/eventhub/eventhub/outbox"
+	_ "github.com/eventhub/eventhub/outbox/postgres" // OutboxURL may name either database
+	_ "github.com/eventhub/eventhub/outbox/sqlite"
 	"github.com/eventhub/eventhub/projector"
 )
 
@@ -84,14 +86,21 @@ type Config struct {
 	// Compactors keep compacted snapshot topics of full-history topics.
 	Compactors []compaction.Config
 	// Projector runs the heartbeat.received → process.state projector;
-	// Demo runs it and publishes sample heartbeats.
-	Projector bool
-	Demo      bool
+	// Demo runs it and publishes sample heartbeats. ProjectorConfig sets
+	// the projector's topics, group and timings.
+	Projector       bool
+	Demo            bool
+	ProjectorConfig projector.Config
 
 	// OutboxURL, when set, runs an outbox drainer inside the hub on that
-	// database (postgres://… or a SQLite path).
-	OutboxURL string
-	Outbox    outbox.Config
+	// database (postgres://… or a SQLite path), in table OutboxTable
+	// (default outbox.DefaultTable).
+	OutboxURL   string
+	OutboxTable string
+	Outbox      outbox.Config
+
+	// Ops holds the limits of the ops endpoints and replay.
+	Ops OpsConfig
 
 	// Limits are the rate limits and quotas of publishes, connections,
 	// subscriptions and creations (the config file's "limits:").
@@ -150,6 +159,30 @@ func (c Config) Validate() error {
 		return fmt.Errorf("hub: sync %q: want %q or %q", c.Sync, jetstream.SyncDefault, jetstream.SyncAlways)
 	}
 	if err := c.Limits.Validate(); err != nil {
+		return err
+	}
+	if err := c.Gateway.Validate(); err != nil {
+		return err
+	}
+	if err := c.Outbox.Validate(); err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	if c.OutboxTable != "" {
+		if err := (outbox.StoreConfig{Dialect: outbox.Postgres, Table: c.OutboxTable}).Validate(); err != nil {
+			return fmt.Errorf("outbox: %w", err)
+		}
+	}
+	if c.Projector || c.Demo {
+		if err := c.ProjectorConfig.Validate(); err != nil {
+			return err
+		}
+	}
+	for i, cc := range c.Compactors {
+		if err := cc.Validate(); err != nil {
+			return fmt.Errorf("compactors[%d]: %w", i, err)
+		}
+	}
+	if err := c.Ops.validate(); err != nil {
 		return err
 	}
 	if !c.Limits.Account.IsZero() && c.NATSURL != "" {
@@ -358,7 +391,7 @@ func (h *Hub) startComponents(ctx, bg context.Context) error {
 }
 
 func (h *Hub) startOutbox(ctx, bg context.Context) error {
-	st, err := outbox.Open(ctx, h.cfg.OutboxURL)
+	st, err := outbox.OpenConfig(ctx, h.cfg.OutboxURL, outbox.StoreConfig{Table: h.cfg.OutboxTable})
 	if err != nil {
 		return err // the outbox's errors name it
 	}

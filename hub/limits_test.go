@@ -161,7 +161,7 @@ func TestAccountLimitsOfTheEmbeddedServer(t *testing.T) {
 // TestLimitsExampleConfigLoads keeps deploy/hub/limits.example.yaml in step
 // with the configuration's keys (unknown keys are errors).
 func TestLimitsExampleConfigLoads(t *testing.T) {
-	fc, err := hub.LoadConfigFile("../deploy/hub/limits.example.yaml")
+	fc, err := hub.LoadFile("../deploy/hub/limits.example.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,13 @@ func (h *Hub) opsHandler() (http.Handler, error) {
 	// Metrics name every topic and group: with auth on they need an
 	// operator token (the static token, or the admin or metrics scope).
 	mux.Handle("GET /metrics", h.requireScope(auth.ScopeMetrics, promhttp.HandlerFor(h.Registry, promhttp.HandlerOpts{})))
-	oc := ops.Config{Bus: h.Bus, Durability: h.durability(), Logger: h.log.With("component", "ops")}
+	o := h.cfg.Ops
+	oc := ops.Config{
+		Bus: h.Bus, Durability: h.durability(), Logger: h.log.With("component", "ops"),
+		RequestTimeout: o.RequestTimeout, ReadyTimeout: o.ReadyTimeout, FlushEvery: o.FlushEvery,
+		ReplayBufferBytes: o.ReplayBufferBytes, ReplayWriteTimeout: o.ReplayWriteTimeout,
+		MaxConcurrentReplays: o.MaxConcurrentReplays,
+	}
 	if h.Auth.Configured() {
 		oc.Authorize = func(r *http.Request) error {
 			tok, ok := bearer(r)

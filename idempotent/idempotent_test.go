@@ -21,6 +21,8 @@ import (
 	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/jetstream"
 	"github.com/eventhub/eventhub/outbox"
+	_ "github.com/eventhub/eventhub/outbox/postgres" // drivers "pgx" and "sqlite"
+	_ "github.com/eventhub/eventhub/outbox/sqlite"
 )
 
 func TestMain(m *testing.M) {

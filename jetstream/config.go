@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Config configures a [Bus]. The zero value is valid: defaults are applied by
@@ -91,8 +91,8 @@ type TopicConfig struct {
 	// name, capturing Pattern (which should then end in ">", so that keyed
 	// subjects are captured too). Empty: one stream per topic.
 	Stream string `yaml:"stream"`
-	// MaxAge is the retention (0: unlimited). RetentionDays, the
-	// specification's name, is accepted too.
+	// MaxAge is the retention (0: unlimited); RetentionDays is the same in
+	// days.
 	MaxAge        time.Duration `yaml:"maxAge"`
 	RetentionDays float64       `yaml:"retentionDays"`
 	// MaxBytes limits the stream's size (0: unlimited); the oldest events go.
@@ -166,6 +166,10 @@ func validReplicas(n int) error {
 	}
 	return fmt.Errorf("replicas %d: want 1, 3 or 5 (even counts lose quorum without gaining safety)", n)
 }
+
+// WithDefaults returns c with every unset setting at its default, as the
+// [Bus] applies them (Replicas stays 0: it is chosen from the cluster's size).
+func (c Config) WithDefaults() Config { return c.withDefaults() }
 
 func (c Config) withDefaults() Config {
 	if c.Storage == "" {

@@ -38,7 +38,7 @@ type subscription struct {
 	mu       sync.Mutex
 	held     map[uint64]*delivery // deliveries made and not settled, by stream sequence
 	stopping bool                 // no handler starts any more (hwg is waited for)
-	idle chan struct{}        // signalled when a delivery is settled
+	idle     chan struct{}        // signalled when a delivery is settled
 
 	stopOnce sync.Once
 	stopErr  error

@@ -17,6 +17,9 @@ const (
 	PerTopic = "topic"
 )
 
+// DefaultMaxTracked is the default of Config.MaxTracked.
+const DefaultMaxTracked = 100_000
+
 // Config is the "limits:" section of the hub's configuration file. The
 // zero value limits nothing.
 type Config struct {

@@ -66,7 +66,7 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, err
 	}
 	if cfg.MaxTracked == 0 {
-		cfg.MaxTracked = 100_000
+		cfg.MaxTracked = DefaultMaxTracked
 	}
 	l := &Limiter{
 		cfg:     cfg,

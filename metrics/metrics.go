@@ -24,10 +24,31 @@ import (
 // OtherLabel is the label value of topics and groups beyond the limits.
 const OtherLabel = "_other"
 
+// Defaults of [Config].
+const (
+	DefaultMaxTopics = 1000
+	DefaultMaxGroups = 2000
+)
+
 // Config bounds the metrics' label cardinality.
 type Config struct {
-	MaxTopics int // default 1000
-	MaxGroups int // topic/group pairs, default 2000
+	// MaxTopics is how many topics get a label of their own (default
+	// 1000); the others are counted under "_other".
+	MaxTopics int `yaml:"maxTopics"`
+	// MaxGroups is how many topic/group pairs get labels of their own
+	// (default 2000); the others are counted under "_other".
+	MaxGroups int `yaml:"maxGroups"`
+}
+
+// WithDefaults returns c with every unset setting at its default.
+func (c Config) WithDefaults() Config {
+	if c.MaxTopics <= 0 {
+		c.MaxTopics = DefaultMaxTopics
+	}
+	if c.MaxGroups <= 0 {
+		c.MaxGroups = DefaultMaxGroups
+	}
+	return c
 }
 
 // Metrics holds the collectors. It is safe for concurrent use.
@@ -58,12 +79,7 @@ var msBuckets = []float64{0.1, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 
 
 // New creates the collectors and registers them with reg.
 func New(reg prometheus.Registerer, cfg Config) (*Metrics, error) {
-	if cfg.MaxTopics <= 0 {
-		cfg.MaxTopics = 1000
-	}
-	if cfg.MaxGroups <= 0 {
-		cfg.MaxGroups = 2000
-	}
+	cfg = cfg.WithDefaults()
 	tg := []string{"topic", "group"}
 	m := &Metrics{
 		cfg:       cfg,

@@ -11,12 +11,12 @@ type Dialect string
 // Supported dialects.
 const (
 	// Postgres is PostgreSQL (12 or newer) through the pgx driver
-	// (database/sql driver name "pgx"). Claims use FOR UPDATE SKIP LOCKED,
+	// (database/sql driver name "pgx", linked by package outbox/postgres). Claims use FOR UPDATE SKIP LOCKED,
 	// so drainers in several processes claim disjoint batches without
 	// waiting for each other. Times are timestamptz from the server's clock.
 	Postgres Dialect = "postgres"
 	// SQLite is SQLite 3.42 or newer through modernc.org/sqlite (driver name
-	// "sqlite"). SQLite has one writer at a time, so each claim is one
+	// "sqlite", linked by package outbox/sqlite). SQLite has one writer at a time, so each claim is one
 	// UPDATE ... RETURNING statement that serialises with the other writers.
 	// Times are integer milliseconds since the Unix epoch.
 	SQLite Dialect = "sqlite"

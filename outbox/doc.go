@@ -33,7 +33,9 @@
 // PostgreSQL or SQLite, on database/sql. [Open] picks the driver from a DSN
 // (postgres:// or postgresql:// for PostgreSQL through pgx; sqlite:, file:
 // or a file path for SQLite through the pure-Go modernc.org/sqlite) and
-// creates the table and its indexes; [NewStore] wraps a *sql.DB the service
+// creates the table and its indexes. This package links neither driver:
+// import package outbox/postgres or outbox/sqlite, or both, for the
+// databases the program uses; [NewStore] wraps a *sql.DB the service
 // already has, and [Store.Migrate] creates the table (idempotent).
 //
 // On PostgreSQL a drainer claims a batch in one statement that locks the

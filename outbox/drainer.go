@@ -35,42 +35,42 @@ const (
 type Config struct {
 	// BatchSize is how many records one claim takes (default 100, at most
 	// 10 000).
-	BatchSize int
+	BatchSize int `yaml:"batchSize"`
 	// Lease is how long a claim is held before another drainer may take the
 	// records over (default 30s). Publishing a batch is cut short before its
 	// lease runs out; the records not published by then are released.
-	Lease time.Duration
+	Lease time.Duration `yaml:"lease"`
 	// PollInterval is how long the drainer waits before claiming again after
 	// a claim found less than a full batch (default 250ms). [Drainer.Notify]
 	// cuts the wait short.
-	PollInterval time.Duration
+	PollInterval time.Duration `yaml:"pollInterval"`
 	// MaxAttempts is how many failed publishes a record gets before it is
 	// parked as [StatusError] (default 10). Errors that retrying cannot fix
 	// ([IsPermanent]) park it at once; failures that find the event store
 	// unavailable ([IsUnavailable]) are not counted.
-	MaxAttempts int
+	MaxAttempts int `yaml:"maxAttempts"`
 	// BackoffBase and BackoffMax bound the delay before a failed record is
 	// retried: BackoffBase * 2^(attempts-1), at most BackoffMax, less up to
 	// 20% jitter (defaults 500ms and 30s). The drainer backs off the same way
 	// while the event store is unavailable.
-	BackoffBase time.Duration
-	BackoffMax  time.Duration
+	BackoffBase time.Duration `yaml:"backoffBase"`
+	BackoffMax  time.Duration `yaml:"backoffMax"`
 	// Timeout bounds one publish (or one pipelined batch of publishes) and
 	// each database statement (default 5s).
-	Timeout time.Duration
+	Timeout time.Duration `yaml:"timeout"`
 	// Retention is how long sent records are kept before they are deleted
 	// (default 24h; negative: keep them forever). CleanupInterval is how
 	// often the drainer deletes them (default 1m).
-	Retention       time.Duration
-	CleanupInterval time.Duration
+	Retention       time.Duration `yaml:"retention"`
+	CleanupInterval time.Duration `yaml:"cleanupInterval"`
 	// WorkerID names this drainer in claimed_by. It must be unique among the
 	// drainers of a table (default: hostname-pid-random).
-	WorkerID string
+	WorkerID string `yaml:"workerID"`
 	// Sequential publishes one record at a time even when the publisher can
 	// pipeline ([facade.AsyncPublisher]).
-	Sequential bool
+	Sequential bool `yaml:"sequential"`
 	// Logger receives the drainer's logs; nil discards them.
-	Logger *slog.Logger
+	Logger *slog.Logger `yaml:"-"`
 }
 
 // Validate reports the first invalid setting, wrapping [ErrInvalidConfig].

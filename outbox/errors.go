@@ -24,6 +24,9 @@ var (
 	ErrRunning = errors.New("outbox: drainer already running")
 	// ErrUnsupportedDSN: Open cannot tell which database a DSN is for.
 	ErrUnsupportedDSN = errors.New("outbox: unsupported DSN")
+	// ErrDriverNotLinked: Open was given a DSN whose database/sql driver
+	// the program does not link (import outbox/postgres or outbox/sqlite).
+	ErrDriverNotLinked = errors.New("outbox: database driver not linked")
 )
 
 // permanentErrors are the facade errors that publishing the same record again

@@ -10,6 +10,7 @@ import (
 
 	"github.com/eventhub/eventhub/jetstream"
 	"github.com/eventhub/eventhub/outbox"
+	_ "github.com/eventhub/eventhub/outbox/sqlite" // links the SQLite driver for outbox.Open
 )
 
 // A service writes an order and its event in one transaction; the drainer

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/eventhub/eventhub/internal/pgtest"
+	_ "github.com/eventhub/eventhub/outbox/postgres" // the tests open both databases
+	_ "github.com/eventhub/eventhub/outbox/sqlite"
 )
 
 // TestMain shares one PostgreSQL server among the tests (each test gets a

@@ -14,9 +14,6 @@ import (
 	"strings"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
-	_ "modernc.org/sqlite"             // database/sql driver "sqlite"
-
 	"github.com/eventhub/eventhub/facade"
 )
 
@@ -110,6 +107,11 @@ func NewStore(db *sql.DB, cfg StoreConfig) (*Store, error) {
 // SQLite DSNs get the parameters of [SQLiteDSN] that they do not set
 // themselves (busy timeout, WAL journal, immediate transactions). Errors wrap
 // [ErrUnsupportedDSN] for other DSNs.
+//
+// Package outbox links no database driver: import outbox/postgres or
+// outbox/sqlite (or a driver registered under the same name) for the DSNs
+// you use. A DSN whose driver is not linked is refused with
+// [ErrDriverNotLinked].
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	return OpenConfig(ctx, dsn, StoreConfig{})
 }
@@ -125,6 +127,9 @@ func OpenConfig(ctx context.Context, dsn string, cfg StoreConfig) (*Store, error
 		return nil, fmt.Errorf("%w: dialect %q but the DSN is for %q", ErrInvalidConfig, cfg.Dialect, d)
 	}
 	cfg.Dialect = d
+	if err := driverLinked(sql.Drivers(), driverName, d); err != nil {
+		return nil, err
+	}
 	db, err := sql.Open(driverName, source)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: open %s database: %w", d, err)
@@ -146,6 +151,21 @@ func OpenConfig(ctx context.Context, dsn string, cfg StoreConfig) (*Store, error
 		return nil, err
 	}
 	return s, nil
+}
+
+// driverPackage names the package that links each dialect's driver.
+var driverPackage = map[Dialect]string{
+	Postgres: "github.com/eventhub/eventhub/outbox/postgres",
+	SQLite:   "github.com/eventhub/eventhub/outbox/sqlite",
+}
+
+// driverLinked reports ErrDriverNotLinked unless linked (the registered
+// database/sql drivers) holds driverName.
+func driverLinked(linked []string, driverName string, d Dialect) error {
+	if slices.Contains(linked, driverName) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s needs the %q driver: import _ %q", ErrDriverNotLinked, d, driverName, driverPackage[d])
 }
 
 // parseDSN picks the driver of a DSN.

@@ -18,7 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/eventhub/eventhub/client"
 	"github.com/eventhub/eventhub/facade"

@@ -63,7 +63,7 @@ func TestMalformedEnvironmentIsRefused(t *testing.T) {
 	for _, tc := range []struct{ name, value string }{
 		{"WS_PORT", "80a"}, {"EVENTHUB_MEMORY", "yes please"}, {"JWT_LEEWAY", "5"},
 	} {
-		_, _, err := parseServe(nil, env(map[string]string{tc.name: tc.value}), &syncBuffer{})
+		_, err := parseServe(nil, env(map[string]string{tc.name: tc.value}), &syncBuffer{})
 		if err == nil || !strings.Contains(err.Error(), tc.name) {
 			t.Errorf("%s=%q: %v, want an error naming the variable", tc.name, tc.value, err)
 		}

@@ -2,6 +2,7 @@
 // external) NATS JetStream server and the servers in front of it.
 //
 //	eventhub [serve] [flags]   run the hub (the default)
+//	eventhub config [flags]    print the effective configuration, secrets redacted
 //	eventhub export -topic T   export a topic's events as NDJSON
 //	eventhub topics create T   create topics' streams ahead of their first use
 //	eventhub healthcheck       succeed when the local hub is ready
@@ -9,7 +10,8 @@
 //	eventhub token -scopes S   mint a development HS256 token
 //	eventhub version           print the version
 //
-// Every flag can also be set by the environment variable named in its help.
+// Every flag can also be set by the environment variable named in its help,
+// and every setting by the configuration file (-config).
 package main
 
 import (
@@ -45,6 +47,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch cmd {
 	case "serve":
 		return serve(ctx, args, getenv, stderr)
+	case "config":
+		return configCmd(args, getenv, stdout, stderr)
 	case "export":
 		return export(ctx, args, getenv, stdout, stderr)
 	case "topics":
@@ -67,6 +71,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 const usage = `usage:
   eventhub [serve] [flags]   run the hub (eventhub serve -h lists the flags)
+  eventhub config [flags]    print the effective configuration (file, environment, flags), secrets redacted
   eventhub export -topic T   write a topic's events (-from, -to, -limit) as NDJSON to -out
   eventhub topics create T…  create the topics' streams now, so native NATS clients can publish to them
   eventhub token -scopes S   mint a development HS256 token signed with $JWT_SECRET

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +25,25 @@ type syncBuffer = testutil.Buffer
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
 func TestParseServe(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	configFile := write("eventhub.yaml", `
+nats: {dataDir: /from-file}
+server: {wsPort: 9000}
+gateway: {maxInflightPerSub: 7}
+outbox: {batchSize: 50}
+ops: {maxConcurrentReplays: 2}
+metrics: {maxTopics: 10}
+projector: {states: proc.state}
+`)
+	badKeyFile := write("bad-key.yaml", "gateway:\n  maxInflight: 7\n")
+	badLimitFile := write("bad-limit.yaml", "gateway:\n  pingInterval: 2m\n  idleTimeout: 1m\n")
 	tests := []struct {
 		name    string
 		args    []string
@@ -53,15 +74,41 @@ func TestParseServe(t *testing.T) {
 		{name: "bad log level", args: []string{"-log-level", "loud"}, errText: "log level"},
 		{name: "stray argument", args: []string{"extra"}, errText: "unexpected arguments"},
 		{name: "missing config file", args: []string{"-config", "/nonexistent.yaml"}, errText: "read config"},
+		{name: "config file", args: []string{"-config", configFile}, check: func(t *testing.T, c hub.Config) {
+			if c.DataDir != "/from-file" || c.WSPort != 9000 || c.Gateway.MaxInflightPerSub != 7 || c.Outbox.BatchSize != 50 ||
+				c.Ops.MaxConcurrentReplays != 2 || c.Metrics.MaxTopics != 10 || c.ProjectorConfig.States != "proc.state" {
+				t.Fatalf("file not applied: %+v", c)
+			}
+		}},
+		{name: "config file from the environment", env: map[string]string{"EVENTHUB_CONFIG": configFile}, check: func(t *testing.T, c hub.Config) {
+			if c.DataDir != "/from-file" {
+				t.Fatalf("data dir %q", c.DataDir)
+			}
+		}},
+		{name: "environment beats file", args: []string{"-config", configFile}, env: map[string]string{"WS_PORT": "9001"},
+			check: func(t *testing.T, c hub.Config) {
+				if c.WSPort != 9001 || c.DataDir != "/from-file" {
+					t.Fatalf("ws port %d, data dir %q", c.WSPort, c.DataDir)
+				}
+			}},
+		{name: "flag beats file and environment", args: []string{"-ws-port", "9002", "-config=" + configFile}, env: map[string]string{"WS_PORT": "9001"},
+			check: func(t *testing.T, c hub.Config) {
+				if c.WSPort != 9002 {
+					t.Fatalf("ws port %d", c.WSPort)
+				}
+			}},
+		{name: "unknown key in the file", args: []string{"-config", badKeyFile}, wantErr: hub.ErrUnknownKey, errText: "gateway.maxInflight"},
+		{name: "invalid gateway limit in the file", args: []string{"-config", badLimitFile}, errText: "PingInterval"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			c, _, err := parseServe(tc.args, env(tc.env), &stderr)
+			file, err := parseServe(tc.args, env(tc.env), &stderr)
+			c := file.Config()
 			switch {
 			case tc.wantErr != nil:
-				if !errors.Is(err, tc.wantErr) {
-					t.Fatalf("err %v, want %v", err, tc.wantErr)
+				if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.errText) {
+					t.Fatalf("err %v, want %v naming %q", err, tc.wantErr, tc.errText)
 				}
 			case tc.errText != "":
 				if err == nil || !strings.Contains(err.Error(), tc.errText) {
@@ -206,5 +253,41 @@ func TestExportFromStoppedHubDataDir(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "exported 2 of 5 events read") {
 		t.Fatalf("summary: %s", errOut.String())
+	}
+}
+
+// TestConfigPrintsTheEffectiveConfiguration: eventhub config prints what
+// serve would run with (file, environment, flags, defaults), without the
+// secrets, as a file that -config accepts.
+func TestConfigPrintsTheEffectiveConfiguration(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.yaml")
+	if err := os.WriteFile(in, []byte("gateway: {outboundQueue: 77}\nserver: {wsPort: 9000}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const token = "a-static-token-0123456789"
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"config", "-config", in, "-ws-token", token}, env(map[string]string{"WS_PORT": "9005"}), &out, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"outboundQueue: 77", "wsPort: 9005", "token: REDACTED", "maxInflightPerSub: 100"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("eventhub config lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), token) {
+		t.Fatalf("eventhub config prints the static token")
+	}
+	printed := filepath.Join(dir, "printed.yaml")
+	if err := os.WriteFile(printed, out.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := hub.LoadFile(printed)
+	if err != nil {
+		t.Fatalf("the printed configuration does not load: %v", err)
+	}
+	if f.Gateway.OutboundQueue != 77 || f.Server.WSPort != 9005 {
+		t.Fatalf("printed configuration read back as %+v", f)
 	}
 }

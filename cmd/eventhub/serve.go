@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/eventhub/eventhub/hub"
-	"github.com/eventhub/eventhub/jetstream"
 )
 
 // flags binds flags whose defaults come from the environment. A malformed
@@ -87,78 +86,133 @@ func (f *flags) bool(p *bool, name, env string, def bool, help string) {
 	f.fs.BoolVar(p, name, def, help+" ($"+env+")")
 }
 
-// parseServe turns flags and environment into a hub configuration.
-func parseServe(args []string, getenv func(string) string, stderr io.Writer) (hub.Config, *slog.Logger, error) {
-	var c hub.Config
-	var configFile, logLevel, logFormat string
-	fs := flag.NewFlagSet("eventhub serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	f := newFlags(fs, getenv)
-	f.str(&c.NATSURL, "nats-url", "NATS_URL", "", "external NATS server or cluster URL(s); empty runs an embedded server")
-	f.str(&c.NATSCreds, "nats-creds", "NATS_CREDS", "", "credentials file for the external NATS server")
-	f.str(&c.NATSUser, "nats-user", "NATS_USER", "", "user for the external NATS server")
-	f.str(&c.NATSPassword, "nats-password", "NATS_PASSWORD", "", "password for the external NATS server")
-	f.str(&c.NATSToken, "nats-token", "NATS_TOKEN", "", "token for the external NATS server")
-	f.str(&c.NATSCalloutSeed, "nats-callout-seed", "NATS_CALLOUT_SEED", "", "account nkey seed (SA…): run as the external NATS server's auth callout service (deploy/nats/callout.conf)")
-	f.str(&c.DataDir, "data-dir", "EVENTHUB_DATA_DIR", "data", "embedded server: JetStream storage directory")
-	f.bool(&c.Memory, "memory", "EVENTHUB_MEMORY", false, "embedded server: keep everything in memory (throwaway runs)")
-	f.str(&c.NATSHost, "nats-host", "EVENTHUB_NATS_HOST", "127.0.0.1", "embedded server: host of the NATS client port")
-	f.int(&c.NATSPort, "nats-port", "EVENTHUB_NATS_PORT", 4222, "embedded server: NATS client port for existing NATS clients (-1 disables)")
-	f.str(&c.Sync, "sync", "EVENTHUB_SYNC", jetstream.SyncDefault, "embedded server durability: default (ack before fsync) or always (fsync every write)")
-	f.str(&configFile, "config", "EVENTHUB_CONFIG", "", "YAML file with topic stream settings")
-	f.str(&c.Host, "host", "EVENTHUB_HOST", "127.0.0.1", "listen host of the WebSocket, HTTP and ops servers (beyond loopback only with auth)")
-	f.int(&c.OpsPort, "ops-port", "OPS_PORT", 8082, "ops port: /metrics, /healthz, /readyz and the ops endpoints (-1 disables)")
-	f.int(&c.WSPort, "ws-port", "WS_PORT", 8090, "WebSocket gateway port, on / and /ws (-1 disables)")
-	f.int(&c.HTTPPort, "http-port", "HTTP_PORT", 8081, "HTTP port: POST /publish/{topic}, /ws, /ops/ and the dashboard (-1 disables)")
-	var origins, hosts string
-	f.str(&hosts, "allowed-hosts", "EVENTHUB_ALLOWED_HOSTS", "", "comma-separated host names served without auth besides loopback and localhost (DNS-rebinding guard)")
-	f.str(&origins, "allowed-origins", "WS_ALLOWED_ORIGINS", "", "comma-separated origins allowed besides the gateway's own (\"*\" for any)")
-	f.bool(&c.Projector, "projector", "EVENTHUB_PROJECTOR", false, "run the heartbeat.received → process.state projector")
-	f.bool(&c.Demo, "demo", "EVENTHUB_DEMO", false, "run the projector and publish sample heartbeats (a live process.state to watch)")
-	f.str(&c.OutboxURL, "outbox-db", "OUTBOX_DB_URL", "", "run an outbox drainer on this database (postgres://… or a SQLite file)")
-	var jwtSecret string
-	f.str(&c.Auth.Token, "ws-token", "WS_TOKEN", "", "static token (at least 16 characters) that grants everything, for WS, HTTP and native NATS clients")
-	f.str(&jwtSecret, "jwt-secret", "JWT_SECRET", "", "HS256 secret (at least 32 bytes) of accepted JWTs")
-	f.str(&c.Auth.JWT.JWKSURL, "jwt-jwks-url", "JWT_JWKS_URL", "", "JWKS URL of the keys of accepted RS256/ES256/EdDSA JWTs")
-	f.str(&c.Auth.JWT.Audience, "jwt-aud", "JWT_AUD", "", "required JWT audience")
-	f.str(&c.Auth.JWT.Issuer, "jwt-iss", "JWT_ISS", "", "required JWT issuer")
-	f.dur(&c.Auth.JWT.Leeway, "jwt-leeway", "JWT_LEEWAY", 5*time.Second, "clock leeway for exp/nbf")
-	f.str(&logLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")
-	f.str(&logFormat, "log-format", "LOG_FORMAT", "text", "text or json")
+// list binds a comma-separated flag to *p.
+func (f *flags) list(p *[]string, name, env, help string) {
+	def := strings.Join(*p, ",")
+	if v, ok := f.env(env); ok {
+		def = v
+	}
+	split := func(s string) []string {
+		var out []string
+		for e := range strings.SplitSeq(s, ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	*p = split(def)
+	f.fs.Func(name, help+" ($"+env+")"+defaultNote(def), func(s string) error {
+		*p = split(s)
+		return nil
+	})
+}
+
+func defaultNote(def string) string {
+	if def == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (default %q)", def)
+}
+
+// parseServe turns the configuration file, the environment and the flags
+// into the hub's settings, in rising precedence: a flag wins over its
+// environment variable, which wins over the file, which wins over the
+// defaults (each flag's default is the value so far). The file is named by
+// -config or $EVENTHUB_CONFIG.
+func parseServe(args []string, getenv func(string) string, stderr io.Writer) (hub.File, error) {
+	// A first pass finds -config; its errors are the second pass's to report.
+	scratch := hub.DefaultFile()
+	fs, _, configFile := serveFlags(&scratch, getenv, io.Discard)
+	_ = fs.Parse(args)
+	file := hub.DefaultFile()
+	if *configFile != "" {
+		loaded, err := hub.LoadFile(*configFile)
+		if err != nil {
+			return file, err
+		}
+		file = loaded
+	}
+	fs, f, _ := serveFlags(&file, getenv, stderr)
 	if err := f.parse(args); err != nil {
-		return c, nil, err
+		return file, err
 	}
 	if fs.NArg() > 0 {
-		return c, nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+		return file, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	log, err := newLogger(stderr, logLevel, logFormat)
+	return file, file.Validate()
+}
+
+// serveFlags binds the flags of eventhub serve (and eventhub config) to
+// file's fields; each flag's default is the field's value, or its
+// environment variable when that is set.
+func serveFlags(file *hub.File, getenv func(string) string, out io.Writer) (*flag.FlagSet, *flags, *string) {
+	fs := flag.NewFlagSet("eventhub serve", flag.ContinueOnError)
+	fs.SetOutput(out)
+	f := newFlags(fs, getenv)
+	n, srv := &file.NATS, &file.Server
+	f.str(&n.URL, "nats-url", "NATS_URL", n.URL, "external NATS server or cluster URL(s); empty runs an embedded server")
+	f.str(&n.Creds, "nats-creds", "NATS_CREDS", n.Creds, "credentials file for the external NATS server")
+	f.str(&n.User, "nats-user", "NATS_USER", n.User, "user for the external NATS server")
+	f.str(&n.Password, "nats-password", "NATS_PASSWORD", n.Password, "password for the external NATS server")
+	f.str(&n.Token, "nats-token", "NATS_TOKEN", n.Token, "token for the external NATS server")
+	f.str(&n.CalloutSeed, "nats-callout-seed", "NATS_CALLOUT_SEED", n.CalloutSeed, "account nkey seed (SA…): run as the external NATS server's auth callout service (deploy/nats/callout.conf)")
+	f.str(&n.DataDir, "data-dir", "EVENTHUB_DATA_DIR", n.DataDir, "embedded server: JetStream storage directory")
+	f.bool(&n.Memory, "memory", "EVENTHUB_MEMORY", n.Memory, "embedded server: keep everything in memory (throwaway runs)")
+	f.str(&n.Host, "nats-host", "EVENTHUB_NATS_HOST", n.Host, "embedded server: host of the NATS client port")
+	f.int(&n.Port, "nats-port", "EVENTHUB_NATS_PORT", n.Port, "embedded server: NATS client port for existing NATS clients (-1 disables)")
+	f.str(&n.Sync, "sync", "EVENTHUB_SYNC", n.Sync, "embedded server durability: default (ack before fsync) or always (fsync every write)")
+	var configFile string
+	f.str(&configFile, "config", "EVENTHUB_CONFIG", "", "YAML configuration file with every setting (see eventhub config); flags and environment variables override it")
+	f.str(&srv.Host, "host", "EVENTHUB_HOST", srv.Host, "listen host of the WebSocket, HTTP and ops servers (beyond loopback only with auth)")
+	f.int(&srv.OpsPort, "ops-port", "OPS_PORT", srv.OpsPort, "ops port: /metrics, /healthz, /readyz and the ops endpoints (-1 disables)")
+	f.int(&srv.WSPort, "ws-port", "WS_PORT", srv.WSPort, "WebSocket gateway port, on / and /ws (-1 disables)")
+	f.int(&srv.HTTPPort, "http-port", "HTTP_PORT", srv.HTTPPort, "HTTP port: POST /publish/{topic}, /ws, /ops/ and the dashboard (-1 disables)")
+	f.list(&srv.AllowedHosts, "allowed-hosts", "EVENTHUB_ALLOWED_HOSTS", "comma-separated host names served without auth besides loopback and localhost (DNS-rebinding guard)")
+	f.list(&file.Gateway.AllowedOrigins, "allowed-origins", "WS_ALLOWED_ORIGINS", "comma-separated origins allowed besides the gateway's own (\"*\" for any)")
+	f.bool(&file.Projector.Enabled, "projector", "EVENTHUB_PROJECTOR", file.Projector.Enabled, "run the heartbeat.received → process.state projector")
+	f.bool(&file.Projector.Demo, "demo", "EVENTHUB_DEMO", file.Projector.Demo, "run the projector and publish sample heartbeats (a live process.state to watch)")
+	f.str(&file.Outbox.DB, "outbox-db", "OUTBOX_DB_URL", file.Outbox.DB, "run an outbox drainer on this database (postgres://… or a SQLite file)")
+	a := &file.Auth
+	f.str(&a.Token, "ws-token", "WS_TOKEN", a.Token, "static token (at least 16 characters) that grants everything, for WS, HTTP and native NATS clients")
+	f.str(&a.JWT.Secret, "jwt-secret", "JWT_SECRET", a.JWT.Secret, "HS256 secret (at least 32 bytes) of accepted JWTs")
+	f.str(&a.JWT.JWKSURL, "jwt-jwks-url", "JWT_JWKS_URL", a.JWT.JWKSURL, "JWKS URL of the keys of accepted RS256/ES256/EdDSA JWTs")
+	f.str(&a.JWT.Audience, "jwt-aud", "JWT_AUD", a.JWT.Audience, "required JWT audience")
+	f.str(&a.JWT.Issuer, "jwt-iss", "JWT_ISS", a.JWT.Issuer, "required JWT issuer")
+	f.dur(&a.JWT.Leeway, "jwt-leeway", "JWT_LEEWAY", a.JWT.Leeway, "clock leeway for exp/nbf")
+	f.str(&file.Log.Level, "log-level", "LOG_LEVEL", file.Log.Level, "debug, info, warn or error")
+	f.str(&file.Log.Format, "log-format", "LOG_FORMAT", file.Log.Format, "text or json")
+	return fs, f, &configFile
+}
+
+// hubConfig is the hub configuration of file, with its logger.
+func hubConfig(file hub.File, stderr io.Writer) (hub.Config, *slog.Logger, error) {
+	log, err := newLogger(stderr, file.Log.Level, file.Log.Format)
 	if err != nil {
-		return c, nil, err
+		return hub.Config{}, nil, err
 	}
+	c := file.Config()
 	c.Logger = log
-	c.Auth.JWT.Secret = []byte(jwtSecret)
-	for o := range strings.SplitSeq(origins, ",") {
-		if o = strings.TrimSpace(o); o != "" {
-			c.Gateway.AllowedOrigins = append(c.Gateway.AllowedOrigins, o)
-		}
+	return c, log, nil
+}
+
+// configCmd prints the configuration eventhub serve would run with the same
+// flags and environment, every default filled in and secrets redacted, as a
+// file that -config accepts.
+func configCmd(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	file, err := parseServe(args, getenv, stderr)
+	if err != nil {
+		return err
 	}
-	for n := range strings.SplitSeq(hosts, ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			c.AllowedHosts = append(c.AllowedHosts, n)
-		}
-	}
-	if configFile != "" {
-		fc, err := hub.LoadConfigFile(configFile)
-		if err != nil {
-			return c, nil, err
-		}
-		c.Bus, c.Compactors, c.Limits = fc.Config, fc.Compactors, fc.Limits
-	}
-	return c, log, c.Validate()
+	return file.WithDefaults().Redacted().WriteYAML(stdout)
 }
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	c, log, err := parseServe(args, getenv, stderr)
+	file, err := parseServe(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	c, log, err := hubConfig(file, stderr)
 	if err != nil {
 		return err
 	}

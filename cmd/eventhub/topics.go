@@ -39,11 +39,11 @@ func topics(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	oc := jetstream.OpenConfig{URL: natsURL}
 	if configFile != "" {
-		fc, err := hub.LoadConfigFile(configFile)
+		fc, err := hub.LoadFile(configFile)
 		if err != nil {
 			return fmt.Errorf("topics create: %w", err)
 		}
-		oc.Bus = fc.Config
+		oc.Bus = fc.Bus
 	}
 	for _, o := range []struct {
 		set bool

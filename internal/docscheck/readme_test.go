@@ -129,7 +129,7 @@ func TestREADMEConfigExampleLoads(t *testing.T) {
 		if err := os.WriteFile(path, []byte(b[1]), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := hub.LoadConfigFile(path); err != nil {
+		if _, err := hub.LoadFile(path); err != nil {
 			t.Errorf("example %d: %v\n%s", i+1, err, b[1])
 		}
 	}
