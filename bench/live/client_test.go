@@ -86,10 +86,10 @@ type conn struct {
 	ended   atomic.Bool
 	errOnce sync.Once
 	err     error    // set once, before ended
-	hist  *latHist // owned by the connection's reader
-	close func()
-	done  chan struct{} // closed when the reader returned
-	_     [32]byte      // keep counters of neighbours off one cache line
+	hist    *latHist // owned by the connection's reader
+	close   func()
+	done    chan struct{} // closed when the reader returned
+	_       [32]byte      // keep counters of neighbours off one cache line
 }
 
 func runClients(spec clientSpec, out *bufio.Writer, stdin io.Reader) (*clientResult, error) {
