@@ -115,11 +115,13 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 	defer g.wg.Done()
 
 	var bc *wsbatch.Conn
-	ws, err := g.upgrader.Upgrade(hijackWrapper{w, &bc}, r, nil)
+	var brw *bufio.ReadWriter
+	ws, err := g.upgrader.Upgrade(hijackWrapper{w, &bc, &brw}, r, nil)
 	if err != nil {
 		g.log.Debug("upgrade refused", "remote", r.RemoteAddr, "err", err)
 		return // the upgrader has answered
 	}
+	releaseHandshakeBuffer(brw)
 	id := g.nextID.Add(1)
 	log := g.log.With("session", id, "remote", r.RemoteAddr)
 	t := newWSTransport(ws, bc, g.cfg.OutboundQueue, g.cfg.WriteTimeout, g.cfg.PingInterval, log)
@@ -235,7 +237,8 @@ func readFrame(r io.Reader, buf []byte, limit int64) (_ []byte, tooLarge bool, _
 // hijackWrapper hands gorilla a wsbatch.Conn instead of the raw connection.
 type hijackWrapper struct {
 	http.ResponseWriter
-	bc **wsbatch.Conn
+	bc  **wsbatch.Conn
+	brw **bufio.ReadWriter
 }
 
 func (h hijackWrapper) Hijack() (net.Conn, *bufio.ReadWriter, error) {
@@ -249,7 +252,18 @@ func (h hijackWrapper) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	}
 	bc := &wsbatch.Conn{Conn: c}
 	*h.bc = bc
+	*h.brw = rw
 	return bc, rw, nil
+}
+
+// releaseHandshakeBuffer lets go of net/http's write buffer once the
+// handshake is written: the gateway writes through its own buffers, and
+// the server goroutine that serves the session would otherwise keep 4 KiB
+// per connection alive for nothing. The hijacked buffers are ours.
+func releaseHandshakeBuffer(brw *bufio.ReadWriter) {
+	if brw != nil && brw.Writer != nil {
+		*brw.Writer = bufio.Writer{}
+	}
 }
 
 // Shutdown stops accepting connections, closes every session with 1001

@@ -91,15 +91,16 @@ type wsTransport struct {
 	wake    chan struct{} // capacity 1: the queue became non-empty
 	spare   []qframe      // the writer's batch slice, reused
 
-	mu      sync.Mutex
-	closing bool
-	code    int
-	reason  string
-	final   *[]byte // Expire's last frame
-	abort   atomic.Bool
-	broken  bool          // a write failed: nothing more can be written (writer only)
-	closeCh chan struct{} // closed by Close / Abort
-	done    chan struct{} // closed when the writer has returned
+	mu       sync.Mutex
+	closing  bool
+	code     int
+	reason   string
+	final    *[]byte // Expire's last frame
+	abort    atomic.Bool
+	broken   bool          // a write failed: nothing more can be written (writer only)
+	deadline time.Time     // the write deadline in force (writer only)
+	closeCh  chan struct{} // closed by Close / Abort
+	done     chan struct{} // closed when the writer has returned
 }
 
 func newWSTransport(ws *websocket.Conn, bc *wsbatch.Conn, queue int, writeTimeout, ping time.Duration, log *slog.Logger) *wsTransport {
@@ -299,7 +300,13 @@ func (t *wsTransport) writeBatch(batch []qframe) bool {
 	if t.abort.Load() {
 		return false
 	}
-	_ = t.ws.SetWriteDeadline(time.Now().Add(t.wt))
+	// A deadline set less than half a timeout ago still leaves every write
+	// at least half of it: resetting it for every batch (often one frame)
+	// was a sixth of a live fan-out's CPU.
+	if now := time.Now(); t.deadline.Sub(now) < t.wt/2 {
+		t.deadline = now.Add(t.wt)
+		_ = t.ws.SetWriteDeadline(t.deadline)
+	}
 	t.bconn.Hold()
 	var held uint64 // frames buffered in bconn, not yet flushed
 	for i, f := range batch {
