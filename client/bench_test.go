@@ -454,7 +454,16 @@ func BenchmarkLatency(b *testing.B) {
 // BenchmarkIdleConnMemory: the gateway's heap and stack growth per idle,
 // authenticated connection, with 1000 open. The connections are opened by
 // a child process, so the measurement holds the gateway's side only.
+// Sub-benchmarks: connections that only authenticated, and connections
+// that each subscribe to one shared group (one bus member for all) or
+// follow one topic live.
 func BenchmarkIdleConnMemory(b *testing.B) {
+	for _, mode := range []string{"auth", "group", "live"} {
+		b.Run(mode, func(b *testing.B) { benchIdleConnMemory(b, mode) })
+	}
+}
+
+func benchIdleConnMemory(b *testing.B, mode string) {
 	const n = 1000
 	env := newBenchEnv(b, gateway.Config{Token: "t"})
 	for range b.N {
@@ -468,7 +477,7 @@ func BenchmarkIdleConnMemory(b *testing.B) {
 		goroutines := runtime.NumGoroutine()
 		before := mem()
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperIdleDialer$")
-		cmd.Env = append(os.Environ(), "EVENTHUB_IDLE_DIALER="+env.url+" "+strconv.Itoa(n))
+		cmd.Env = append(os.Environ(), "EVENTHUB_IDLE_DIALER="+env.url+" "+strconv.Itoa(n)+" "+mode)
 		stdin, _ := cmd.StdinPipe()
 		stdout, _ := cmd.StdoutPipe()
 		cmd.Stderr = os.Stderr
@@ -497,8 +506,16 @@ func TestHelperIdleDialer(t *testing.T) {
 	if spec == "" {
 		t.Skip("helper process")
 	}
-	url, ns, _ := strings.Cut(spec, " ")
+	url, rest, _ := strings.Cut(spec, " ")
+	ns, mode, _ := strings.Cut(rest, " ")
 	n, _ := strconv.Atoi(ns)
+	var sub string
+	switch mode {
+	case "group":
+		sub = `{"op":"SUBSCRIBE","corr":"2","topic":"idle.t","group":"g"}`
+	case "live":
+		sub = `{"op":"SUBSCRIBE","corr":"2","topic":"idle.t"}`
+	}
 	var conns []*websocket.Conn
 	for range n {
 		c, _, err := websocket.DefaultDialer.Dial(url, nil)
@@ -510,6 +527,14 @@ func TestHelperIdleDialer(t *testing.T) {
 		}
 		if _, data, err := c.ReadMessage(); err != nil || !strings.Contains(string(data), `"OK"`) {
 			t.Fatalf("auth: %s %v", data, err)
+		}
+		if sub != "" {
+			if err := c.WriteMessage(websocket.TextMessage, []byte(sub)); err != nil {
+				t.Fatal(err)
+			}
+			if _, data, err := c.ReadMessage(); err != nil || !strings.Contains(string(data), `"OK"`) {
+				t.Fatalf("subscribe: %s %v", data, err)
+			}
 		}
 		conns = append(conns, c)
 	}
