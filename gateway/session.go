@@ -351,7 +351,12 @@ func (s *session) subscribe(f *wire.Frame) error {
 	if f.Group == "" {
 		return s.subscribeLive(f)
 	}
-	if err := validTopicGroup(f); err != nil {
+	// A group may read a pattern over a topic family; the policy must
+	// allow every topic the pattern matches.
+	if err := facade.ValidatePattern(f.Topic); err != nil {
+		return err
+	}
+	if err := facade.ValidateGroup(f.Group); err != nil {
 		return err
 	}
 	var o facade.SubscribeOptions
