@@ -235,11 +235,12 @@ func (b *Bus) CreateTopic(ctx context.Context, topic string) (string, error) {
 
 // patternTopic resolves a subscription pattern ("orders.*", "orders.**")
 // to the one stream that holds every topic it matches, a topic family:
-// the group's consumer filters that stream on the pattern. A configured
-// family stream that captures the pattern is created when it does not
-// exist yet. A pattern whose topics live in separate streams, or in none,
-// is refused with facade.ErrBadTopic saying how to declare a family.
-func (b *Bus) patternTopic(ctx context.Context, pattern string) (*topicInfo, error) {
+// the group's consumer filters that stream on the pattern. With create, a
+// configured family stream that captures the pattern is created when it
+// does not exist yet. A pattern whose topics live in separate streams, or
+// in none, is refused with facade.ErrBadTopic saying how to declare a
+// family.
+func (b *Bus) patternTopic(ctx context.Context, pattern string, create bool) (*topicInfo, error) {
 	if err := facade.ValidatePattern(pattern); err != nil {
 		return nil, err
 	}
@@ -265,6 +266,9 @@ func (b *Bus) patternTopic(ctx context.Context, pattern string) (*topicInfo, err
 	switch len(names) {
 	case 0:
 		tc, ok := b.cfg.familyOf(subj)
+		if ok && !create {
+			return nil, fmt.Errorf("%w: %s: the stream %s of its family does not exist yet", facade.ErrNotFound, pattern, tc.Stream)
+		}
 		if !ok {
 			return nil, fmt.Errorf("%w: no stream holds the topics of %s yet, and no topic family of the configuration captures them; %s",
 				facade.ErrBadTopic, pattern, declareFamilyHint(pattern))
@@ -309,13 +313,13 @@ func (b *Bus) patternTopic(ctx context.Context, pattern string) (*topicInfo, err
 	}, nil
 }
 
-// subscribeTopic is topic for a group subscription, which may name a
-// pattern.
-func (b *Bus) subscribeTopic(ctx context.Context, topic string) (*topicInfo, error) {
+// groupTopic is resolveTopic for what a group reads, which may be a
+// pattern (subscriptions, cursors).
+func (b *Bus) groupTopic(ctx context.Context, topic string, create bool) (*topicInfo, error) {
 	if facade.IsPattern(topic) {
-		return b.patternTopic(ctx, topic)
+		return b.patternTopic(ctx, topic, create)
 	}
-	return b.topic(ctx, topic)
+	return b.resolveTopic(ctx, topic, create)
 }
 
 // captures reports whether the stream subjects capture every subject of

@@ -155,7 +155,7 @@ func (b *Bus) Subscribe(ctx context.Context, topic, group string, handler facade
 }
 
 func (b *Bus) subscribeOne(ctx context.Context, topic, group string, handler facade.Handler, opts facade.SubscribeOptions, h *subHandle) (*subscription, error) {
-	ti, err := b.subscribeTopic(ctx, topic)
+	ti, err := b.groupTopic(ctx, topic, true)
 	if err != nil {
 		return nil, err
 	}

@@ -48,6 +48,7 @@ func Run(t *testing.T, env Env) {
 		{"WildcardGroupOnFamily", testWildcardFamily, env.Family == "", false},
 		{"WildcardGroupMembersShareWork", testWildcardShares, env.Family == "", false},
 		{"WildcardGroupFanIn", testWildcardFanIn, env.Family == "", false},
+		{"WildcardGroupCursor", testWildcardCursor, env.Family == "" || env.Features.NoCursors, false},
 		{"WildcardGroupAcrossStreamsRefused", testWildcardRefused, false, false},
 		{"ManualAckFanInSettlesEveryTopic", testManualAckFanIn, false, false},
 		{"SettleAfterExpiry", testSettleAfterExpiry, false, false},
@@ -941,4 +942,51 @@ func testWildcardRefused(t *testing.T, env Env) {
 	if n := num(t, c.next(t).e); n != 1 {
 		t.Fatalf("after refusals: got n=%d", n)
 	}
+}
+
+// testWildcardCursor: a group over a pattern has one cursor, read and
+// moved with the pattern as its topic.
+func testWildcardCursor(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	cur, ok := b.(facade.Cursors)
+	if !ok {
+		t.Fatal("bus does not implement facade.Cursors")
+	}
+	p, group := familyNames(t, env)
+	pattern := p + ".**"
+	c := newCollector()
+	sub := subscribe(t, b, pattern, group, c.handle, facade.SubscribeOptions{})
+	publish(t, b, p+".a", `{"n":0}`, facade.PublishOptions{})
+	publish(t, b, p+".b.c", `{"n":1}`, facade.PublishOptions{})
+	last := publish(t, b, p+".a", `{"n":2}`, facade.PublishOptions{})
+	if ns := nums(t, c.take(t, 3)); !slices.Equal(ns, []int{0, 1, 2}) {
+		t.Fatalf("delivered %v", ns)
+	}
+	testutil.CheckFor(t, waitTimeout, func() error {
+		pos, err := cur.GetCursor(t.Context(), pattern, group)
+		if err != nil {
+			return err
+		}
+		if pos.LastID != last.ID || pos.Pending != 0 {
+			return fmt.Errorf("cursor at %s (pending %d), want %s (pending 0)", pos.LastID, pos.Pending, last.ID)
+		}
+		return nil
+	})
+	if err := sub.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// Rewind the whole pattern's group to its beginning.
+	if err := cur.SetCursor(t.Context(), pattern, group, facade.CursorPosition{}); err != nil {
+		t.Fatalf("set cursor of %s: %v", pattern, err)
+	}
+	c2 := newCollector()
+	subscribe(t, b, pattern, group, c2.handle, facade.SubscribeOptions{})
+	got := c2.take(t, 3)
+	if ns := nums(t, got); !slices.Equal(ns, []int{0, 1, 2}) {
+		t.Fatalf("after rewinding: %v", ns)
+	}
+	if ts := topicsOf(got); !slices.Equal(ts, []string{p + ".a", p + ".a", p + ".b.c"}) {
+		t.Fatalf("after rewinding, topics %v", ts)
+	}
+	c2.quiet(t, 100*time.Millisecond)
 }
