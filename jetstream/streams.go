@@ -289,8 +289,12 @@ func (b *Bus) patternTopic(ctx context.Context, pattern string, create bool) (*t
 		}
 	default:
 		slices.Sort(names)
+		list := strings.Join(names[:min(len(names), 5)], ", ")
+		if len(names) > 5 {
+			list += fmt.Sprintf(" and %d more", len(names)-5)
+		}
 		return nil, fmt.Errorf("%w: the topics of %s live in separate streams (%s), and a group reads a pattern only over a topic family, topics that share one stream; %s",
-			facade.ErrBadTopic, pattern, strings.Join(names, ", "), declareFamilyHint(pattern))
+			facade.ErrBadTopic, pattern, list, declareFamilyHint(pattern))
 	}
 	info := s.CachedInfo()
 	filters := []string{subj}
