@@ -10,13 +10,22 @@ import (
 	"github.com/eventhub/eventhub/facade/facadetest"
 	"github.com/eventhub/eventhub/gateway"
 	"github.com/eventhub/eventhub/internal/natstest"
+	"github.com/eventhub/eventhub/jetstream"
 )
 
 // TestConformance runs the facade conformance suite against the WebSocket
 // client: every bus is a client connected to one gateway over one
 // embedded-NATS store.
 func TestConformance(t *testing.T) {
-	bus := newBus(t)
+	bus, err := jetstream.Open(context.Background(), jetstream.OpenConfig{
+		Server: jetstream.ServerConfig{DataDir: t.TempDir(), Port: -1},
+		// The topic family of the wildcard cases.
+		Bus: jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "fam.**", Stream: "CONF_FAMILY"}}},
+	})
+	if err != nil {
+		t.Fatalf("open bus: %v", err)
+	}
+	t.Cleanup(func() { bus.Close() })
 	url, _ := serveGateway(t, bus, gateway.Config{Token: "conformance"}, nil)
 	facadetest.Run(t, facadetest.Env{
 		NewBus: func(t testing.TB) facade.Bus {
@@ -38,5 +47,6 @@ func TestConformance(t *testing.T) {
 		},
 		// LatestByKey has no WebSocket op; Filter runs in the client.
 		Features: facadetest.Features{NoKeys: true},
+		Family:   "fam",
 	})
 }

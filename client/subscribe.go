@@ -68,7 +68,7 @@ func (c *Client) Subscribe(ctx context.Context, topic, group string, handler fac
 	if topic == "" && len(opts.Topics) > 0 {
 		topic, opts.Topics = opts.Topics[0], opts.Topics[1:]
 	}
-	if err := facade.ValidateTopic(topic); err != nil {
+	if err := facade.ValidatePattern(topic); err != nil {
 		return nil, err
 	}
 	if err := facade.ValidateGroup(group); err != nil {

@@ -36,6 +36,15 @@ type Subscriber interface {
 	// handler as a member of group, and returns the subscription's handle.
 	// Subscribe returns once the group exists, so events published after it
 	// returns are delivered.
+	//
+	// topic may be a pattern ("orders.*", "orders.**"; see
+	// [ValidatePattern]) over a topic family, topics that share one stream:
+	// the group is then one cursor over every matching topic, and each
+	// delivery carries its event's own topic, as with fan-in. A pattern
+	// whose topics live in separate streams is refused with [ErrBadTopic].
+	// A pattern does not deliver the events of dead-letter topics (ending
+	// in ".dlq") unless its own last segment is "dlq" ("orders.*.dlq"):
+	// the group's dead letters do not come back to it.
 	Subscribe(ctx context.Context, topic, group string, handler Handler, opts SubscribeOptions) (Subscription, error)
 }
 

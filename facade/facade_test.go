@@ -47,6 +47,49 @@ func TestValidateTopic(t *testing.T) {
 	}
 }
 
+func TestValidatePattern(t *testing.T) {
+	tests := []struct {
+		pattern string
+		wantErr bool
+		isPat   bool
+	}{
+		{"orders.created", false, false},
+		{"orders.*", false, true},
+		{"orders.**", false, true},
+		{"*.created", false, true},
+		{"a.**.c", false, true}, // valid syntax; the bus refuses it (NATS cannot filter on it)
+		{"a.>", true, false},
+		{"a.b*", true, false},
+		{"a.***", true, false},
+		{"a..*", true, true},
+		{"a._k.*", true, true},
+		{"", true, false},
+		{strings.Repeat("*.", 16) + "*", true, true},
+	}
+	for _, tc := range tests {
+		err := facade.ValidatePattern(tc.pattern)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("ValidatePattern(%q) = %v, want error %v", tc.pattern, err, tc.wantErr)
+		}
+		if err != nil && !errors.Is(err, facade.ErrBadTopic) {
+			t.Errorf("ValidatePattern(%q) error %v does not wrap ErrBadTopic", tc.pattern, err)
+		}
+		if got := facade.IsPattern(tc.pattern); got != tc.isPat {
+			t.Errorf("IsPattern(%q) = %v, want %v", tc.pattern, got, tc.isPat)
+		}
+	}
+	if err := facade.ValidatePattern("a.>"); err == nil || !strings.Contains(err.Error(), `"**"`) {
+		t.Errorf("a \">\" pattern: %v, want a hint to use **", err)
+	}
+	// Publishes still refuse patterns; subscribe options take them.
+	if err := facade.ValidateTopic("orders.*"); err == nil {
+		t.Error("ValidateTopic accepted a pattern")
+	}
+	if err := (facade.SubscribeOptions{Topics: []string{"orders.**"}}).Validate(); err != nil {
+		t.Errorf("SubscribeOptions.Topics with a pattern: %v", err)
+	}
+}
+
 func TestValidateGroupAndKey(t *testing.T) {
 	for _, g := range []string{"ops", "a.b:c/d", "ünïcode"} {
 		if err := facade.ValidateGroup(g); err != nil {

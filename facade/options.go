@@ -91,7 +91,8 @@ type SubscribeOptions struct {
 	ManualAck bool `json:"manualAck,omitempty"`
 	// Topics subscribes the same group and handler to several topics
 	// (fan-in). When set, the topic argument of Subscribe is added to it if
-	// not empty.
+	// not empty. Each entry may be a pattern, as the topic argument may
+	// (see [Subscriber]).
 	Topics []string `json:"topics,omitempty"`
 	// Filter, when set, skips (and acknowledges) the events it returns false
 	// for. It does not travel over the wire.
@@ -157,7 +158,7 @@ func (o SubscribeOptions) Validate() error {
 		return fmt.Errorf("%w: maxAttempts %d out of range 1..1000", ErrInvalidOption, o.MaxAttempts)
 	}
 	for _, t := range o.Topics {
-		if err := ValidateTopic(t); err != nil {
+		if err := ValidatePattern(t); err != nil {
 			return err
 		}
 	}

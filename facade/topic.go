@@ -46,6 +46,52 @@ func ValidateTopic(topic string) error {
 	return nil
 }
 
+// IsPattern reports whether topic is a subscription pattern: it has a "*"
+// or "**" segment.
+func IsPattern(topic string) bool {
+	for seg := range strings.SplitSeq(topic, ".") {
+		if seg == "*" || seg == "**" {
+			return true
+		}
+	}
+	return false
+}
+
+// ValidatePattern returns nil if pattern is a valid topic or a valid
+// subscription pattern, or an error wrapping [ErrBadTopic] that says what is
+// wrong. A pattern is a topic with wildcard segments: "*" matches exactly
+// one segment, "**" one or more (the ACL syntax): "orders.*",
+// "orders.**". Only group subscriptions take patterns, and only over a topic
+// family (topics sharing one stream); publishes take topics
+// ([ValidateTopic]).
+func ValidatePattern(pattern string) error {
+	if pattern == "" {
+		return fmt.Errorf("%w: empty topic", ErrBadTopic)
+	}
+	if len(pattern) > MaxTopicLen {
+		return fmt.Errorf("%w: topic longer than %d bytes", ErrBadTopic, MaxTopicLen)
+	}
+	n := 0
+	for seg := range strings.SplitSeq(pattern, ".") {
+		n++
+		switch {
+		case seg == "*" || seg == "**":
+			continue
+		case seg == ">":
+			return fmt.Errorf("%w: %q: \">\" is NATS syntax; use \"**\" (one or more segments)", ErrBadTopic, pattern)
+		case strings.Contains(seg, "*"):
+			return fmt.Errorf("%w: %q: '*' must be a whole segment (\"*\" or \"**\")", ErrBadTopic, pattern)
+		}
+		if err := validSegment(seg); err != nil {
+			return fmt.Errorf("%w: %q: %s", ErrBadTopic, pattern, err.Error())
+		}
+	}
+	if n > MaxTopicTokens {
+		return fmt.Errorf("%w: %q has more than %d segments", ErrBadTopic, pattern, MaxTopicTokens)
+	}
+	return nil
+}
+
 type segErr string
 
 func (e segErr) Error() string { return string(e) }

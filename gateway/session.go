@@ -340,8 +340,10 @@ func (s *session) allow(action, topic, group string) error {
 	return nil
 }
 
+// validTopicGroup checks the topic and group of a group's frame; the topic
+// may be a pattern (a group over a topic family).
 func validTopicGroup(f *wire.Frame) error {
-	if err := facade.ValidateTopic(f.Topic); err != nil {
+	if err := facade.ValidatePattern(f.Topic); err != nil {
 		return err
 	}
 	return facade.ValidateGroup(f.Group)
@@ -351,6 +353,8 @@ func (s *session) subscribe(f *wire.Frame) error {
 	if f.Group == "" {
 		return s.subscribeLive(f)
 	}
+	// A group may read a pattern over a topic family; the policy must
+	// allow every topic the pattern matches.
 	if err := validTopicGroup(f); err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/eventhub/eventhub/client"
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/hub"
+	"github.com/eventhub/eventhub/jetstream"
 )
 
 func jwtHub(t *testing.T) *hub.Hub {
@@ -172,5 +173,67 @@ func TestDemoFillsProcessState(t *testing.T) {
 			t.Fatalf("no alive process in process.state after the demo ran (%v)", err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestGatewayWildcardSubscriptionRights: a group subscription to a pattern
+// needs the subscribe right on every topic the pattern matches.
+func TestGatewayWildcardSubscriptionRights(t *testing.T) {
+	h := startHub(t, hub.Config{
+		Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret, Leeway: time.Millisecond}},
+		Bus:  jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "orders.**", Stream: "ORDERS"}}},
+	})
+	ctx := t.Context()
+	nop := func(context.Context, facade.Delivery) error { return nil }
+
+	wide := dial(t, h, mint(t, time.Minute, "subscribe:orders.**", "publish:orders.**"))
+	got := make(chan *facade.EventRecord, 4)
+	if _, err := wide.Subscribe(ctx, "orders.*", "g", func(_ context.Context, d facade.Delivery) error {
+		got <- d.Event()
+		return nil
+	}, facade.SubscribeOptions{}); err != nil {
+		t.Fatalf("orders.* under subscribe:orders.**: %v", err)
+	}
+	if _, err := wide.Publish(ctx, "orders.a", json.RawMessage(`1`), facade.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-got:
+		if e.Topic != "orders.a" {
+			t.Fatalf("delivered topic %s", e.Topic)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no delivery to the wildcard group")
+	}
+	if _, err := wide.Publish(ctx, "orders.*", json.RawMessage(`1`), facade.PublishOptions{}); !errors.Is(err, facade.ErrBadTopic) {
+		t.Fatalf("publish to a pattern: %v, want bad_topic", err)
+	}
+
+	for _, tc := range []struct {
+		name    string
+		token   string
+		pattern string
+	}{
+		{"a rule on one topic", mint(t, time.Minute, "subscribe:orders.a"), "orders.*"},
+		{"* does not cover **", mint(t, time.Minute, "subscribe:orders.*"), "orders.**"},
+		{"a deny inside the pattern", mintPolicy(t, time.Minute, acl.Policy{Rules: []acl.Rule{
+			{Effect: acl.EffectDeny, Action: acl.ActionSubscribe, Topics: []string{"orders.secret"}},
+			{Effect: acl.EffectAllow, Action: acl.ActionSubscribe, Topics: []string{"orders.**"}},
+		}}), "orders.*"},
+		{"another group", mintPolicy(t, time.Minute, acl.Policy{Rules: []acl.Rule{
+			{Effect: acl.EffectAllow, Action: acl.ActionSubscribe, Topics: []string{"orders.**"}, Groups: []string{"billing"}},
+		}}), "orders.*"},
+	} {
+		c := dial(t, h, tc.token)
+		if _, err := c.Subscribe(ctx, tc.pattern, "g", nop, facade.SubscribeOptions{}); !errors.Is(err, facade.ErrForbidden) {
+			t.Errorf("%s: subscribe %s: %v, want forbidden", tc.name, tc.pattern, err)
+		}
+	}
+	// A group-restricted rule admits its group on the pattern.
+	billing := dial(t, h, mintPolicy(t, time.Minute, acl.Policy{Rules: []acl.Rule{
+		{Effect: acl.EffectAllow, Action: acl.ActionSubscribe, Topics: []string{"orders.**"}, Groups: []string{"billing"}},
+	}}))
+	if _, err := billing.Subscribe(ctx, "orders.**", "billing", nop, facade.SubscribeOptions{}); err != nil {
+		t.Fatalf("billing on orders.**: %v", err)
 	}
 }

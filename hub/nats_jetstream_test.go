@@ -441,3 +441,51 @@ func TestNativeJetStreamFamilyStream(t *testing.T) {
 	})
 	c.refused(t, "$JS.API.CONSUMER.DELETE.AUDIT", func(ctx context.Context) error { return s.DeleteConsumer(ctx, name) })
 }
+
+// TestNativeJetStreamWildcardGroup: a hub group over a pattern of a family
+// is one consumer a native client may join when its policy covers the
+// whole pattern, and not with a right on one of its topics.
+func TestNativeJetStreamWildcardGroup(t *testing.T) {
+	h := startHub(t, hub.Config{Memory: true, Auth: auth.Config{Token: staticToken, JWT: auth.VerifierConfig{Secret: secret}},
+		Bus: jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "audit.**", Stream: "AUDIT"}}}})
+	unsub, err := h.Bus.Subscribe(t.Context(), "audit.*", "g", func(context.Context, facade.Delivery) error {
+		return nil
+	}, facade.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unsub.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	publishN(t, h, "audit.login", 0, 1)
+	publishN(t, h, "audit.logout", 0, 1)
+	publishN(t, h, "audit.login.failed", 0, 1) // not matched by audit.*
+	name := jetstream.ConsumerName("g", "audit.*", true)
+	ctx := t.Context()
+
+	c := connectNative(t, h, mint(t, time.Minute, "subscribe:audit.**"))
+	cons, err := c.js.Consumer(ctx, "AUDIT", name)
+	if err != nil {
+		t.Fatalf("bind to the hub's wildcard group: %v", err)
+	}
+	batch, err := cons.Fetch(5, njs.FetchMaxWait(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subjects []string
+	for m := range batch.Messages() {
+		subjects = append(subjects, m.Subject())
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(subjects) != 2 || subjects[0] != "audit.login" || subjects[1] != "audit.logout" {
+		t.Fatalf("the wildcard group delivered %v", subjects)
+	}
+
+	narrow := connectNative(t, h, mint(t, time.Minute, "subscribe:audit.login"))
+	narrow.refused(t, "$JS.API.CONSUMER.INFO.AUDIT."+name, func(ctx context.Context) error {
+		_, err := narrow.js.Consumer(ctx, "AUDIT", name)
+		return err
+	})
+}

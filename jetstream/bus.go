@@ -64,6 +64,7 @@ func New(nc *nats.Conn, cfg Config) (*Bus, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	cfg.Topics = natsTopics(cfg.Topics)
 	if err := checkServerVersion(nc); err != nil {
 		return nil, err
 	}

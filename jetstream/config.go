@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,12 +85,16 @@ type Guard interface {
 
 // TopicConfig configures the stream of the topics matching Pattern.
 type TopicConfig struct {
-	// Pattern is a topic or a NATS wildcard pattern ("heartbeat.*",
-	// "audit.>").
+	// Pattern is a topic or a topic pattern, in the syntax of ACL rules:
+	// "*" is one segment, "**" one or more ("heartbeat.*", "audit.**").
+	// "**" may only end a pattern (NATS subjects have no equivalent
+	// elsewhere). The NATS form ("audit.>") is accepted too.
 	Pattern string `yaml:"pattern"`
 	// Stream, when set, makes every matching topic share one stream of this
-	// name, capturing Pattern (which should then end in ">", so that keyed
-	// subjects are captured too). Empty: one stream per topic.
+	// name (a topic family), capturing Pattern, which should then end in
+	// "**" so that keyed subjects are captured too. Groups may then
+	// subscribe to patterns over the family ("audit.*", "audit.**"). Empty:
+	// one stream per topic.
 	Stream string `yaml:"stream"`
 	// MaxAge is the retention (0: unlimited); RetentionDays is the same in
 	// days.
@@ -134,6 +139,9 @@ func (c Config) Validate() error {
 	for i, t := range c.Topics {
 		if t.Pattern == "" {
 			return fmt.Errorf("topics[%d]: pattern is required", i)
+		}
+		if _, err := natsPattern(t.Pattern); err != nil {
+			return fmt.Errorf("topics[%d]: %w", i, err)
 		}
 		if err := validStorage(t.Storage); err != nil {
 			return fmt.Errorf("topics[%d] (%s): %w", i, t.Pattern, err)
@@ -209,6 +217,49 @@ func (c Config) withDefaults() Config {
 		c.Observer = nopObserver{}
 	}
 	return c
+}
+
+// natsTopics returns topics with their patterns in NATS syntax (the
+// configuration is valid).
+func natsTopics(topics []TopicConfig) []TopicConfig {
+	out := slices.Clone(topics)
+	for i := range out {
+		out[i].Pattern, _ = natsPattern(out[i].Pattern)
+	}
+	return out
+}
+
+// natsPattern translates a topic pattern to a NATS subject filter: "*"
+// stays, a trailing "**" becomes ">"; a trailing ">" is taken as it is.
+// "**" before the end has no NATS equivalent and is refused, as are
+// segments mixing '*' or '>' with other characters and empty segments.
+func natsPattern(p string) (string, error) {
+	if p == "" {
+		return "", errors.New("empty pattern")
+	}
+	segs := strings.Split(p, ".")
+	for i, seg := range segs {
+		last := i == len(segs)-1
+		switch {
+		case seg == "":
+			return "", fmt.Errorf("pattern %q: empty segment", p)
+		case seg == "**" || seg == ">":
+			if !last {
+				hint := `use "*" for exactly one segment`
+				if i > 0 {
+					hint += fmt.Sprintf(", or declare the family by its prefix (%q)", strings.Join(segs[:i], ".")+".**")
+				}
+				return "", fmt.Errorf("pattern %q: %q may only be the last segment (NATS subjects cannot express it elsewhere); %s", p, seg, hint)
+			}
+			segs[i] = ">"
+		case seg == "*":
+		case strings.ContainsAny(seg, "*>"):
+			return "", fmt.Errorf("pattern %q: segment %q: '*' must be a whole segment (\"*\" or \"**\")", p, seg)
+		case strings.ContainsAny(seg, " \t\r\n"):
+			return "", fmt.Errorf("pattern %q: whitespace in segment %q", p, seg)
+		}
+	}
+	return strings.Join(segs, "."), nil
 }
 
 // topicConfig returns the configuration that applies to topic.

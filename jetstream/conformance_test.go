@@ -13,6 +13,11 @@ import (
 	"github.com/eventhub/eventhub/jetstream"
 )
 
+// familyConfig declares the topic family of the wildcard cases.
+func familyConfig() jetstream.Config {
+	return jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "fam.**", Stream: "CONF_FAMILY"}}}
+}
+
 // TestConformanceEmbedded runs the facade suite against buses on an embedded
 // nats-server reached in-process, as the hub runs by default.
 func TestConformanceEmbedded(t *testing.T) {
@@ -22,7 +27,7 @@ func TestConformanceEmbedded(t *testing.T) {
 	current := func() *server.Server { mu.Lock(); defer mu.Unlock(); return srv }
 	facadetest.Run(t, facadetest.Env{
 		NewBus: func(t testing.TB) facade.Bus {
-			b, err := jetstream.New(natstest.InProcessConn(t, current()), jetstream.Config{})
+			b, err := jetstream.New(natstest.InProcessConn(t, current()), familyConfig())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -37,6 +42,7 @@ func TestConformanceEmbedded(t *testing.T) {
 			srv = natstest.RunEmbeddedIn(outer, dir, 0) // owned by the whole test
 		},
 		Native: func(t testing.TB) facadetest.Native { return natstest.Native(t, current().ClientURL()) },
+		Family: "fam",
 	})
 }
 
@@ -46,7 +52,7 @@ func TestConformanceExternal(t *testing.T) {
 	p := natstest.StartProcess(t)
 	facadetest.Run(t, facadetest.Env{
 		NewBus: func(t testing.TB) facade.Bus {
-			b, err := jetstream.Open(context.Background(), jetstream.OpenConfig{URL: p.URL()})
+			b, err := jetstream.Open(context.Background(), jetstream.OpenConfig{URL: p.URL(), Bus: familyConfig()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -55,5 +61,6 @@ func TestConformanceExternal(t *testing.T) {
 		},
 		Restart: func(t testing.TB) { p.Restart() },
 		Native:  func(t testing.TB) facadetest.Native { return natstest.Native(t, p.URL()) },
+		Family:  "fam",
 	})
 }

@@ -19,7 +19,7 @@ func (b *Bus) GetCursor(ctx context.Context, topic, group string) (*facade.Curso
 	}
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
-	ti, err := b.existingTopic(ctx, topic)
+	ti, err := b.groupTopic(ctx, topic, false)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +60,7 @@ func (b *Bus) SetCursor(ctx context.Context, topic, group string, c facade.Curso
 	}
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
-	ti, err := b.topic(ctx, topic)
+	ti, err := b.groupTopic(ctx, topic, true)
 	if err != nil {
 		return err
 	}

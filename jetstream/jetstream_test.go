@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -143,13 +144,26 @@ func TestCompactedTopic(t *testing.T) {
 func TestProvision(t *testing.T) {
 	b, _ := newBus(t, jetstream.Config{Topics: []jetstream.TopicConfig{
 		{Pattern: "prov.literal", Compaction: true},
-		{Pattern: "prov.fam.>", Stream: "PROVFAM"},
+		{Pattern: "prov.fam.**", Stream: "PROVFAM"}, // the ACL syntax, NATS's "prov.fam.>" in the stream
+		{Pattern: "prov.old.>", Stream: "PROVOLD"},  // the NATS syntax, still accepted
 		{Pattern: "prov.wild.*"},
 	}})
 	if err := b.Provision(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	for subject, want := range map[string]string{"prov.literal._k.x": "", "prov.fam.a.b": "PROVFAM"} {
+	for name, want := range map[string]string{"PROVFAM": "prov.fam.>", "PROVOLD": "prov.old.>"} {
+		s, err := b.JetStream().Stream(t.Context(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if subs := s.CachedInfo().Config.Subjects; len(subs) != 1 || subs[0] != want {
+			t.Fatalf("stream %s captures %v, want [%s]", name, subs, want)
+		}
+	}
+	if got := b.Config().Topics[1].Pattern; got != "prov.fam.>" {
+		t.Fatalf("Config() pattern %q, want the NATS form", got)
+	}
+	for subject, want := range map[string]string{"prov.literal._k.x": "", "prov.fam.a.b": "PROVFAM", "prov.old.a._k.x": "PROVOLD"} {
 		name, err := b.JetStream().StreamNameBySubject(t.Context(), subject)
 		if err != nil || (want != "" && name != want) {
 			t.Fatalf("%s: stream %q, %v", subject, name, err)
@@ -286,11 +300,20 @@ func TestConfigValidate(t *testing.T) {
 		{"topic without pattern", jetstream.Config{Topics: []jetstream.TopicConfig{{MaxAge: time.Hour}}}, true},
 		{"bad stream name", jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "a.>", Stream: "a.b"}}}, true},
 		{"ok topic", jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "a.>", Stream: "A", Compaction: true}}}, false},
+		{"family in the ACL syntax", jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "a.*.**", Stream: "A"}}}, false},
+		{"** before the end", jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "a.**.c", Stream: "A"}}}, true},
+		{"> before the end", jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "a.>.c"}}}, true},
+		{"* inside a segment", jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "a.b*"}}}, true},
+		{"empty segment", jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "a..b"}}}, true},
 	}
 	for _, tc := range tests {
 		if err := tc.cfg.Validate(); (err != nil) != tc.wantErr {
 			t.Errorf("%s: err %v, want error %v", tc.name, err, tc.wantErr)
 		}
+	}
+	if err := (jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "a.**.c", Stream: "A"}}}).Validate(); err == nil ||
+		!strings.Contains(err.Error(), "last segment") || !strings.Contains(err.Error(), `"a.**"`) {
+		t.Fatalf("** before the end: %v, want an error naming the last-segment rule and the family a.**", err)
 	}
 	path := t.TempDir() + "/topics.yaml"
 	os.WriteFile(path, []byte("topics:\n  - pattern: process.state\n    compaction: true\n  - pattern: heartbeat.received\n    retentionDays: 3\n"), 0o644)

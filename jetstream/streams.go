@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/eventhub/eventhub/acl"
 	"github.com/eventhub/eventhub/facade"
 )
 
@@ -26,6 +29,10 @@ type topicInfo struct {
 	// filters are the consumer filter subjects of the topic.
 	filters []string
 	obs     TopicObserver
+	// match, for a pattern, reports whether the pattern delivers an
+	// event of topic (the filters also pass keyed subjects that look like
+	// deeper topics, and dead-letter topics); nil for a topic.
+	match func(topic string) bool
 }
 
 // topic returns the stream information for topic, creating the stream on
@@ -224,4 +231,128 @@ func (b *Bus) CreateTopic(ctx context.Context, topic string) (string, error) {
 		return "", err
 	}
 	return ti.name, nil
+}
+
+// patternTopic resolves a subscription pattern ("orders.*", "orders.**")
+// to the one stream that holds every topic it matches, a topic family:
+// the group's consumer filters that stream on the pattern. With create, a
+// configured family stream that captures the pattern is created when it
+// does not exist yet. A pattern whose topics live in separate streams, or
+// in none, is refused with facade.ErrBadTopic saying how to declare a
+// family.
+func (b *Bus) patternTopic(ctx context.Context, pattern string, create bool) (*topicInfo, error) {
+	if err := facade.ValidatePattern(pattern); err != nil {
+		return nil, err
+	}
+	subj, err := natsPattern(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", facade.ErrBadTopic, err)
+	}
+	m, err := acl.CompilePattern(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", facade.ErrBadTopic, err)
+	}
+	ctx, cancel := b.withTimeout(ctx)
+	defer cancel()
+	var names []string
+	l := b.js.StreamNames(ctx, jetstream.WithStreamListSubject(subj))
+	for n := range l.Name() {
+		names = append(names, n)
+	}
+	if err := l.Err(); err != nil {
+		return nil, fmt.Errorf("%w: find streams of %s: %w", facade.ErrUnavailable, pattern, err)
+	}
+	var s jetstream.Stream
+	switch len(names) {
+	case 0:
+		tc, ok := b.cfg.familyOf(subj)
+		if ok && !create {
+			return nil, fmt.Errorf("%w: %s: the stream %s of its family does not exist yet", facade.ErrNotFound, pattern, tc.Stream)
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: no stream holds the topics of %s yet, and no topic family of the configuration captures them; %s",
+				facade.ErrBadTopic, pattern, declareFamilyHint(pattern))
+		}
+		sc := b.cfg.streamConfig(tc.Pattern, tc)
+		s, err = b.js.CreateOrUpdateStream(ctx, sc)
+		if err != nil {
+			return nil, fmt.Errorf("create stream %s for %s: %w", sc.Name, pattern, translate(err))
+		}
+	case 1:
+		s, err = b.js.Stream(ctx, names[0])
+		if err != nil {
+			return nil, fmt.Errorf("%w: stream %s: %w", facade.ErrUnavailable, names[0], err)
+		}
+		if !captures(s.CachedInfo().Config.Subjects, subj) {
+			return nil, fmt.Errorf("%w: the topics of %s are not one topic family: stream %s holds only some of them; %s",
+				facade.ErrBadTopic, pattern, names[0], declareFamilyHint(pattern))
+		}
+	default:
+		slices.Sort(names)
+		list := strings.Join(names[:min(len(names), 5)], ", ")
+		if len(names) > 5 {
+			list += fmt.Sprintf(" and %d more", len(names)-5)
+		}
+		return nil, fmt.Errorf("%w: the topics of %s live in separate streams (%s), and a group reads a pattern only over a topic family, topics that share one stream; %s",
+			facade.ErrBadTopic, pattern, list, declareFamilyHint(pattern))
+	}
+	info := s.CachedInfo()
+	filters := []string{subj}
+	if kw := keyedWildcard(subj); !strings.HasSuffix(subj, ">") && captures(info.Config.Subjects, kw) {
+		filters = append(filters, kw)
+	}
+	dlq := strings.HasSuffix(pattern, "."+facade.DeadLetterSuffix)
+	return &topicInfo{
+		topic:     pattern,
+		stream:    s,
+		name:      info.Config.Name,
+		keyed:     len(filters) > 1 || strings.HasSuffix(subj, ">"),
+		compacted: info.Config.MaxMsgsPerSubject == 1,
+		shared:    true,
+		filters:   filters,
+		obs:       b.cfg.Observer.Topic(pattern),
+		match: func(topic string) bool {
+			return m.Match(topic) && (dlq || !strings.HasSuffix(topic, "."+facade.DeadLetterSuffix))
+		},
+	}, nil
+}
+
+// groupTopic is resolveTopic for what a group reads, which may be a
+// pattern (subscriptions, cursors).
+func (b *Bus) groupTopic(ctx context.Context, topic string, create bool) (*topicInfo, error) {
+	if facade.IsPattern(topic) {
+		return b.patternTopic(ctx, topic, create)
+	}
+	return b.resolveTopic(ctx, topic, create)
+}
+
+// captures reports whether the stream subjects capture every subject of
+// the filter subj.
+func captures(subjects []string, subj string) bool {
+	for _, s := range subjects {
+		if server.SubjectMatchesFilter(subj, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// familyOf returns the configured topic family whose stream captures every
+// subject of subj.
+func (c Config) familyOf(subj string) (TopicConfig, bool) {
+	for _, tc := range c.Topics {
+		if tc.Stream != "" && server.SubjectMatchesFilter(subj, tc.Pattern) {
+			return tc, true
+		}
+	}
+	return TopicConfig{}, false
+}
+
+// declareFamilyHint says how to declare the family a pattern reads.
+func declareFamilyHint(pattern string) string {
+	fam := pattern
+	if strings.HasSuffix(fam, ".*") || fam == "*" {
+		fam += "*"
+	}
+	return fmt.Sprintf("declare a family in the configuration (topics: [{pattern: %q, stream: NAME}]), or list the topics (SubscribeOptions.Topics)", fam)
 }

@@ -105,3 +105,23 @@ func TestTranslateUnavailable(t *testing.T) {
 		}
 	}
 }
+
+func TestNatsPattern(t *testing.T) {
+	for in, want := range map[string]string{
+		"orders.created": "orders.created",
+		"orders.*":       "orders.*",
+		"orders.**":      "orders.>",
+		"orders.>":       "orders.>",
+		"*.x.**":         "*.x.>",
+		"**":             ">",
+	} {
+		if got, err := natsPattern(in); err != nil || got != want {
+			t.Errorf("natsPattern(%q) = %q, %v, want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "a.**.c", "**.a", "a.>.b", "a.b*", "a..b", "a.b c"} {
+		if got, err := natsPattern(in); err == nil {
+			t.Errorf("natsPattern(%q) = %q, want an error", in, got)
+		}
+	}
+}

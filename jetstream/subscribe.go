@@ -155,7 +155,7 @@ func (b *Bus) Subscribe(ctx context.Context, topic, group string, handler facade
 }
 
 func (b *Bus) subscribeOne(ctx context.Context, topic, group string, handler facade.Handler, opts facade.SubscribeOptions, h *subHandle) (*subscription, error) {
-	ti, err := b.topic(ctx, topic)
+	ti, err := b.groupTopic(ctx, topic, true)
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +285,7 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 		s.deadLetter(d, "ack deadline passed on the last attempt")
 		return
 	}
-	if s.opts.Filter != nil && !s.opts.Filter(rec) {
+	if (s.ti.match != nil && !s.ti.match(rec.Topic)) || (s.opts.Filter != nil && !s.opts.Filter(rec)) {
 		_ = msg.Ack()
 		return
 	}

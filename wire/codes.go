@@ -119,7 +119,7 @@ var codes = []CodeInfo{
 	{CodeAuthTimeout, "No AUTH within AuthTimeout of connecting.", CloseAuthTimeout, true, 0},
 	{CodeForbidden, "The principal may not publish to / subscribe to this topic (and group); HTTP: origin not allowed.", 0, true, http.StatusForbidden},
 	{CodeBadRequest, "A missing or invalid field or option (ids, extend_ms, opts out of range, a negative ts); a field that is not valid UTF-8 (corr, group, …).", 0, true, http.StatusBadRequest},
-	{CodeBadTopic, "The topic name is not valid.", 0, true, http.StatusBadRequest},
+	{CodeBadTopic, "The topic name is not valid, or a group's pattern is not over one topic family.", 0, true, http.StatusBadRequest},
 	{CodeBadGroup, "The group name is not valid.", 0, true, http.StatusBadRequest},
 	{CodeBadPayload, "The payload is missing, not a single JSON value, or not valid UTF-8.", 0, true, http.StatusBadRequest},
 	{CodeBadKey, "The key is too long, not UTF-8, or the topic's stream does not capture keys.", 0, true, http.StatusBadRequest},

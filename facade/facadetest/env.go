@@ -24,6 +24,11 @@ type Env struct {
 	// interoperability cases. The suite stays free of any NATS package:
 	// the implementation's tests supply the client.
 	Native func(t testing.TB) Native
+	// Family, when set, is a topic prefix whose topics the environment's
+	// buses keep in one family stream (configured as the topic family
+	// {pattern: Family + ".**", stream: …}); the wildcard-subscription
+	// cases read patterns below it. Empty skips them.
+	Family string
 	// Features switches off cases an implementation cannot support.
 	Features Features
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -44,6 +45,11 @@ func Run(t *testing.T, env Env) {
 		{"DuplicateIDStoredOnce", testDuplicateID, false, false},
 		{"BadInput", testBadInput, false, false},
 		{"FanInTopics", testFanIn, false, false},
+		{"WildcardGroupOnFamily", testWildcardFamily, env.Family == "", false},
+		{"WildcardGroupMembersShareWork", testWildcardShares, env.Family == "", false},
+		{"WildcardGroupFanIn", testWildcardFanIn, env.Family == "", false},
+		{"WildcardGroupCursor", testWildcardCursor, env.Family == "" || env.Features.NoCursors, false},
+		{"WildcardGroupAcrossStreamsRefused", testWildcardRefused, false, false},
 		{"ManualAckFanInSettlesEveryTopic", testManualAckFanIn, false, false},
 		{"SettleAfterExpiry", testSettleAfterExpiry, false, false},
 		{"ExtendKeepsDelivery", testExtend, false, false},
@@ -778,4 +784,209 @@ func testRestart(t *testing.T, env Env) {
 	if got := nums(t, c3.take(t, 6)); !slices.Equal(got, seq(0, 6)) {
 		t.Fatalf("events after restart: %v", got)
 	}
+}
+
+// familyNames derives a topic prefix below env.Family and a group unique to
+// the test.
+func familyNames(t testing.TB, env Env) (prefix, group string) {
+	topic, group := names(t)
+	return env.Family + "." + strings.TrimPrefix(topic, "conf."), group
+}
+
+// topicsOf returns the sorted topics of deliveries.
+func topicsOf(rs []received) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.e.Topic
+	}
+	slices.Sort(out)
+	return out
+}
+
+func testWildcardFamily(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	p, group := familyNames(t, env)
+	one, many := newCollector(), newCollector()
+	subscribe(t, b, p+".*", group+"-one", one.handle, facade.SubscribeOptions{})
+	subscribe(t, b, p+".**", group+"-many", many.handle, facade.SubscribeOptions{})
+	publish(t, b, p+".a", `{"n":1}`, facade.PublishOptions{})
+	publish(t, b, p+".b", `{"n":2}`, facade.PublishOptions{Key: "k1"})
+	publish(t, b, p+".a.deep", `{"n":3}`, facade.PublishOptions{})
+	// Dead letters do not come back to a pattern's group.
+	publish(t, b, p+".a.dlq", `{"n":4}`, facade.PublishOptions{})
+	publish(t, b, p+".b", `{"n":5}`, facade.PublishOptions{})
+
+	got := one.take(t, 3)
+	if ts := topicsOf(got); !slices.Equal(ts, []string{p + ".a", p + ".b", p + ".b"}) {
+		t.Fatalf("%s.* delivered topics %v", p, ts)
+	}
+	if ns := nums(t, got); !slices.Equal(ns, []int{1, 2, 5}) {
+		t.Fatalf("%s.* delivered %v", p, ns)
+	}
+	for _, r := range got {
+		if num(t, r.e) == 2 && r.e.Key != "k1" {
+			t.Fatalf("keyed event delivered with key %q", r.e.Key)
+		}
+	}
+	got = many.take(t, 4)
+	if ts := topicsOf(got); !slices.Equal(ts, []string{p + ".a", p + ".a.deep", p + ".b", p + ".b"}) {
+		t.Fatalf("%s.** delivered topics %v", p, ts)
+	}
+	one.quiet(t, 200*time.Millisecond)
+	many.quiet(t, 0)
+
+	// A dead-letter pattern reads the dead letters.
+	dl := newCollector()
+	subscribe(t, b, p+".*.dlq", group+"-dlq", dl.handle, facade.SubscribeOptions{From: facade.FromEarliest})
+	if r := dl.next(t); r.e.Topic != p+".a.dlq" || num(t, r.e) != 4 {
+		t.Fatalf("%s.*.dlq delivered %s %s", p, r.e.Topic, r.e.Payload)
+	}
+}
+
+func testWildcardShares(t *testing.T, env Env) {
+	b1, b2 := env.NewBus(t), env.NewBus(t)
+	p, group := familyNames(t, env)
+	const n = 100
+	var mu sync.Mutex
+	seen := map[string]int{}
+	per := [2]atomic.Int64{}
+	h := func(i int) facade.Handler {
+		return func(_ context.Context, d facade.Delivery) error {
+			mu.Lock()
+			seen[d.Event().ID]++
+			mu.Unlock()
+			per[i].Add(1)
+			time.Sleep(time.Millisecond) // a little work, so both members get some
+			return nil
+		}
+	}
+	subscribe(t, b1, p+".**", group, h(0), facade.SubscribeOptions{From: facade.FromEarliest, BatchSize: 10})
+	subscribe(t, b2, p+".**", group, h(1), facade.SubscribeOptions{From: facade.FromEarliest, BatchSize: 10})
+	for i := range n {
+		publish(t, b1, fmt.Sprintf("%s.t%d", p, i%4), fmt.Sprintf(`{"n":%d}`, i), facade.PublishOptions{})
+	}
+	testutil.CheckFor(t, waitTimeout, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) != n {
+			return fmt.Errorf("%d of %d events delivered", len(seen), n)
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for id, k := range seen {
+		if k != 1 {
+			t.Fatalf("event %s delivered %d times to one group", id, k)
+		}
+	}
+	if per[0].Load() == 0 || per[1].Load() == 0 {
+		t.Fatalf("work not shared: %d / %d", per[0].Load(), per[1].Load())
+	}
+}
+
+// testWildcardFanIn: patterns and topics mix in SubscribeOptions.Topics,
+// and the group's cursor over a pattern survives its members.
+func testWildcardFanIn(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	p, group := familyNames(t, env)
+	topic, _ := names(t)
+	c := newCollector()
+	sub := subscribe(t, b, "", group, c.handle, facade.SubscribeOptions{Topics: []string{topic, p + ".*"}})
+	publish(t, b, topic, `{"n":1}`, facade.PublishOptions{})
+	publish(t, b, p+".x", `{"n":2}`, facade.PublishOptions{})
+	if ts := topicsOf(c.take(t, 2)); !slices.Equal(ts, []string{topic, p + ".x"}) && !slices.Equal(ts, []string{p + ".x", topic}) {
+		t.Fatalf("fan-in with a pattern delivered topics %v", ts)
+	}
+	if err := sub.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// Published while no member runs: the group's cursor over the
+	// pattern delivers them to the next member, and only them.
+	publish(t, b, p+".y", `{"n":3}`, facade.PublishOptions{})
+	publish(t, b, p+".x", `{"n":4}`, facade.PublishOptions{})
+	c2 := newCollector()
+	subscribe(t, env.NewBus(t), p+".*", group, c2.handle, facade.SubscribeOptions{From: facade.FromEarliest})
+	if ns := nums(t, c2.take(t, 2)); !slices.Equal(ns, []int{3, 4}) {
+		t.Fatalf("after restart of the member: %v", ns)
+	}
+	c2.quiet(t, 100*time.Millisecond)
+}
+
+// testWildcardRefused: a pattern over topics with streams of their own is
+// refused with a message that says how to declare a family, and so is a
+// pattern NATS cannot express; publishing to a pattern is refused too.
+func testWildcardRefused(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	publish(t, b, topic+".a", `{"n":1}`, facade.PublishOptions{})
+	publish(t, b, topic+".b", `{"n":2}`, facade.PublishOptions{})
+	nop := func(context.Context, facade.Delivery) error { return nil }
+	for _, pat := range []string{topic + ".*", topic + ".**"} {
+		_, err := b.Subscribe(t.Context(), pat, group, nop, facade.SubscribeOptions{})
+		if !errors.Is(err, facade.ErrBadTopic) || !strings.Contains(err.Error(), "family") {
+			t.Errorf("subscribe %s over separate streams: err %v, want bad_topic saying how to declare a family", pat, err)
+		}
+	}
+	for _, pat := range []string{topic + ".**.a", topic + ".>", topic + ".a*"} {
+		if _, err := b.Subscribe(t.Context(), pat, group, nop, facade.SubscribeOptions{}); !errors.Is(err, facade.ErrBadTopic) {
+			t.Errorf("subscribe %s: err %v, want bad_topic", pat, err)
+		}
+	}
+	if _, err := b.Publish(t.Context(), topic+".**", json.RawMessage(`1`), facade.PublishOptions{}); !errors.Is(err, facade.ErrBadTopic) {
+		t.Errorf("publish to a pattern: err %v, want bad_topic", err)
+	}
+	// The bus is still fine.
+	c := newCollector()
+	subscribe(t, b, topic+".a", group, c.handle, facade.SubscribeOptions{From: facade.FromEarliest})
+	if n := num(t, c.next(t).e); n != 1 {
+		t.Fatalf("after refusals: got n=%d", n)
+	}
+}
+
+// testWildcardCursor: a group over a pattern has one cursor, read and
+// moved with the pattern as its topic.
+func testWildcardCursor(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	cur, ok := b.(facade.Cursors)
+	if !ok {
+		t.Fatal("bus does not implement facade.Cursors")
+	}
+	p, group := familyNames(t, env)
+	pattern := p + ".**"
+	c := newCollector()
+	sub := subscribe(t, b, pattern, group, c.handle, facade.SubscribeOptions{})
+	publish(t, b, p+".a", `{"n":0}`, facade.PublishOptions{})
+	publish(t, b, p+".b.c", `{"n":1}`, facade.PublishOptions{})
+	last := publish(t, b, p+".a", `{"n":2}`, facade.PublishOptions{})
+	if ns := nums(t, c.take(t, 3)); !slices.Equal(ns, []int{0, 1, 2}) {
+		t.Fatalf("delivered %v", ns)
+	}
+	testutil.CheckFor(t, waitTimeout, func() error {
+		pos, err := cur.GetCursor(t.Context(), pattern, group)
+		if err != nil {
+			return err
+		}
+		if pos.LastID != last.ID || pos.Pending != 0 {
+			return fmt.Errorf("cursor at %s (pending %d), want %s (pending 0)", pos.LastID, pos.Pending, last.ID)
+		}
+		return nil
+	})
+	if err := sub.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// Rewind the whole pattern's group to its beginning.
+	if err := cur.SetCursor(t.Context(), pattern, group, facade.CursorPosition{}); err != nil {
+		t.Fatalf("set cursor of %s: %v", pattern, err)
+	}
+	c2 := newCollector()
+	subscribe(t, b, pattern, group, c2.handle, facade.SubscribeOptions{})
+	got := c2.take(t, 3)
+	if ns := nums(t, got); !slices.Equal(ns, []int{0, 1, 2}) {
+		t.Fatalf("after rewinding: %v", ns)
+	}
+	if ts := topicsOf(got); !slices.Equal(ts, []string{p + ".a", p + ".a", p + ".b.c"}) {
+		t.Fatalf("after rewinding, topics %v", ts)
+	}
+	c2.quiet(t, 100*time.Millisecond)
 }
