@@ -344,6 +344,8 @@ func TestNatsJSClient(t *testing.T) {
 					{Op: "purgeStream", Stream: own, Want: "$JS.API.STREAM.PURGE." + own},
 					{Op: "accountInfo", Want: "$JS.API.INFO"},
 					{Op: "request", Subject: "$JS.API.STREAM.LIST", Want: "$JS.API.STREAM.LIST"},
+					{Op: "request", Subject: "$JS.API.>", Want: "$JS.API.>"},
+					{Op: "request", Subject: "$KV.b.k", Want: "$KV.b.k"},
 				}
 			},
 		},
