@@ -126,8 +126,9 @@ func checkNatsJSPackages(t *testing.T) {
 	}
 }
 
-// groupShare is a hub group with one Go member, which records who got
-// each event (the hub member or nats.js) and any event delivered twice.
+// groupShare is a hub group with one WebSocket member, which records who
+// got each event (the WebSocket member or nats.js) and any event delivered
+// twice.
 type groupShare struct {
 	topic, group string
 	total        int
@@ -137,25 +138,45 @@ type groupShare struct {
 	dups      []string
 	nativeGot chan struct{}
 	once      sync.Once
+	all       chan struct{} // closed when every event was delivered
+	allOnce   sync.Once
 }
 
-func (g *groupShare) record(who string, n int) (complete bool) {
+func (g *groupShare) record(who string, n int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if prev, dup := g.seen[n]; dup {
 		g.dups = append(g.dups, fmt.Sprintf("event %d delivered to %s and to %s", n, prev, who))
 	}
 	g.seen[n] = who
-	return len(g.seen) == g.total
+	if len(g.seen) == g.total {
+		g.allOnce.Do(func() { close(g.all) })
+	}
 }
 
-// joinGroup subscribes a Go member to group on topic (creating the topic's
-// stream and the group's consumer). It holds one event at a time and keeps
-// its first until nats.js has had one, so both get work whoever pulls
-// first.
+// missing describes the events no member has had yet.
+func (g *groupShare) missing() string {
+	if g == nil {
+		return ""
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []int
+	for n := range g.total {
+		if _, ok := g.seen[n]; !ok {
+			out = append(out, n)
+		}
+	}
+	return fmt.Sprintf("\nevents no member had: %v; delivered: %v", out, g.seen)
+}
+
+// joinGroup subscribes a WebSocket member to group on topic (creating the
+// topic's stream and the group's consumer). It holds one event at a time
+// and keeps its first until nats.js has had one, so both get work whoever
+// pulls first.
 func joinGroup(t *testing.T, h *hub.Hub, topic, group string, total int) *groupShare {
 	t.Helper()
-	g := &groupShare{topic: topic, group: group, total: total, seen: map[int]string{}, nativeGot: make(chan struct{})}
+	g := &groupShare{topic: topic, group: group, total: total, seen: map[int]string{}, nativeGot: make(chan struct{}), all: make(chan struct{})}
 	handler := func(ctx context.Context, dl facade.Delivery) error {
 		var v struct{ N int }
 		if err := json.Unmarshal(dl.Event().Payload, &v); err != nil {
@@ -166,10 +187,10 @@ func joinGroup(t *testing.T, h *hub.Hub, topic, group string, total int) *groupS
 		case <-ctx.Done():
 		case <-time.After(10 * time.Second):
 		}
-		g.record("hub", v.N)
+		g.record("websocket", v.N)
 		return nil
 	}
-	sub, err := h.Bus.Subscribe(t.Context(), topic, group, handler, facade.SubscribeOptions{MaxInFlight: 1, GroupMaxInFlight: 100})
+	sub, err := dial(t, h, staticToken).Subscribe(t.Context(), topic, group, handler, facade.SubscribeOptions{MaxInFlight: 1, GroupMaxInFlight: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +240,11 @@ func runNatsJS(t *testing.T, h *hub.Hub, token string, plan natsJSPlan, g *group
 		defer close(lines)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			lines <- sc.Text()
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done(): // the test ended early; node is killed
+				return
+			}
 		}
 	})
 	var res natsJSResult
@@ -229,8 +254,12 @@ func runNatsJS(t *testing.T, h *hub.Hub, token string, plan natsJSPlan, g *group
 	if plan.Consume == nil {
 		stopConsuming()
 	}
+	var all chan struct{} // nil: nothing to wait for
+	if g != nil {
+		all = g.all
+	}
 	done := false
-	for line := range lines {
+	for line := range linesUntil(lines, all, stopConsuming) {
 		transcript = append(transcript, line)
 		var l natsJSLine
 		if err := json.Unmarshal([]byte(line), &l); err != nil {
@@ -254,9 +283,7 @@ func runNatsJS(t *testing.T, h *hub.Hub, token string, plan natsJSPlan, g *group
 			res.refusals = append(res.refusals, *l.Refusal)
 		case l.Got != nil && g != nil:
 			g.once.Do(func() { close(g.nativeGot) })
-			if g.record("nats.js", *l.Got) {
-				stopConsuming()
-			}
+			g.record("nats.js", *l.Got)
 		case l.Done:
 			done = true
 		}
@@ -264,7 +291,7 @@ func runNatsJS(t *testing.T, h *hub.Hub, token string, plan natsJSPlan, g *group
 	stopConsuming()
 	wg.Wait()
 	if err := cmd.Wait(); err != nil || !done {
-		t.Fatalf("test.js: %v (done %v)\nstdout:\n%s\nstderr:\n%s", err, done, strings.Join(transcript, "\n"), stderr.String())
+		t.Fatalf("test.js: %v (done %v)\nstdout:\n%s\nstderr:\n%s%s", err, done, strings.Join(transcript, "\n"), stderr.String(), g.missing())
 	}
 	if t.Failed() {
 		t.FailNow()
@@ -281,6 +308,24 @@ func runNatsJS(t *testing.T, h *hub.Hub, token string, plan natsJSPlan, g *group
 	return res
 }
 
+// linesUntil yields lines until the channel closes, and calls stop once
+// when all closes (whichever member got the last event).
+func linesUntil(lines <-chan string, all <-chan struct{}, stop func()) func(yield func(string) bool) {
+	return func(yield func(string) bool) {
+		for {
+			select {
+			case <-all:
+				stop()
+				all = nil
+			case line, ok := <-lines:
+				if !ok || !yield(line) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // checkShared checks that every event went to exactly one member, both
 // members had work, and the group's cursor is past the last event.
 func (g *groupShare) checkShared(t *testing.T, h *hub.Hub) {
@@ -295,9 +340,10 @@ func (g *groupShare) checkShared(t *testing.T, h *hub.Hub) {
 	if len(dups) > 0 {
 		t.Fatalf("delivered twice: %v", dups)
 	}
-	if counts["hub"]+counts["nats.js"] != g.total || counts["hub"] == 0 || counts["nats.js"] == 0 {
+	if counts["websocket"]+counts["nats.js"] != g.total || counts["websocket"] == 0 || counts["nats.js"] == 0 {
 		t.Fatalf("the work was not shared: %v of %d", counts, g.total)
 	}
+	t.Logf("events per member: %v", counts)
 	testutil.CheckFor(t, 10*time.Second, func() error {
 		cur, err := h.Bus.GetCursor(t.Context(), g.topic, g.group)
 		if err != nil {
@@ -312,7 +358,7 @@ func (g *groupShare) checkShared(t *testing.T, h *hub.Hub) {
 
 // TestNatsJSClient: with auth on, a nats.js program publishes to a topic
 // with JetStream acks, reads its last event by subject, and consumes a hub
-// group beside a Go member of that group: the work is shared, each event
+// group beside a WebSocket member of that group: the work is shared, each event
 // is delivered once, and the group's cursor moves past all of them. The
 // static token and the admin scope also get the rest of the JetStream API;
 // a scoped token is refused another topic's stream and every operator
