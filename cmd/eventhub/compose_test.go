@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,14 +109,36 @@ func (cf *composeFile) hostPath(t *testing.T, svc composeService, p string) stri
 	return ""
 }
 
+// handedOut are the ports freeLoopbackPort gave this test binary, so that
+// it never gives one twice before its service binds it.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// freeLoopbackPort is a port free on loopback now, below the ephemeral
+// range (32768 and up on Linux): a port the system handed out there could
+// be taken, before the service binds it, by the local end of one of the
+// many connections the services open meanwhile.
 func freeLoopbackPort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 1000 {
+		port := 20000 + rand.IntN(12000)
+		if handedOut.ports[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		handedOut.ports[port] = true
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free loopback port in 20000-31999")
+	return 0
 }
 
 // natsNode is a NATS service run as a process.
