@@ -6,4 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")"
 ./postgres.sh   # PostgreSQL server binaries: the outbox tests start their own servers
 ./chromium.sh   # Chromium: the web tests drive the dashboard in a real browser
-./node.sh       # node: the gateway's test runs the reference TypeScript clients (committed, built)
+./node.sh       # node: the gateway's test runs the reference TypeScript clients (committed, built),
+                # the hub's test a nats.js program (nats.js committed under hub/testdata/natsjs)

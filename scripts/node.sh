@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs node (Debian's nodejs) when missing: the gateway's compatibility
-# test runs the reference TypeScript clients under it. The clients' compiled
-# JavaScript and their one runtime package (ws) are committed in
-# gateway/testdata/seedclients, so nothing comes from the npm registry here;
-# scripts/seedclients.sh rebuilds them. Idempotent.
+# test runs the reference TypeScript clients under it, and the hub's test a
+# nats.js program. The clients' compiled JavaScript and their one runtime
+# package (ws) are committed in gateway/testdata/seedclients, nats.js and its
+# dependencies in hub/testdata/natsjs/node_modules, so nothing comes from the
+# npm registry here; scripts/seedclients.sh and scripts/natsjs.sh fetch them
+# again. Idempotent.
 set -euo pipefail
 if ! command -v node >/dev/null 2>&1; then
 	sudo=""

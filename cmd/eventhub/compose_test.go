@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	njs "github.com/nats-io/nats.go/jetstream"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/eventhub/eventhub/acl"
 	"github.com/eventhub/eventhub/client"
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/natstest"
@@ -40,6 +43,8 @@ import (
 type composeFile struct {
 	Services map[string]composeService `yaml:"services"`
 	dir      string
+	// env is the environment compose interpolates from.
+	env map[string]string
 }
 
 type composeService struct {
@@ -55,7 +60,8 @@ type composeService struct {
 	} `yaml:"healthcheck"`
 }
 
-func loadCompose(t *testing.T, path string) *composeFile {
+// loadCompose reads a compose file, to be run as with env set (JWT_SECRET=…).
+func loadCompose(t *testing.T, path string, env map[string]string) *composeFile {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -66,6 +72,7 @@ func loadCompose(t *testing.T, path string) *composeFile {
 		t.Fatalf("%s: %v", path, err)
 	}
 	cf.dir = filepath.Dir(path)
+	cf.env = env
 	if len(cf.Services) == 0 {
 		t.Fatalf("%s: no services", path)
 	}
@@ -74,11 +81,16 @@ func loadCompose(t *testing.T, path string) *composeFile {
 
 var interpolation = regexp.MustCompile(`\$\{([A-Z_]+)(:-([^}]*))?\}`)
 
-// interpolate does what compose does with an empty environment: ${X:-d}
-// becomes d, ${X} becomes "", and $$ becomes $.
-func interpolate(s string) string {
+// interpolate does what compose does with cf.env: ${X:-d} becomes X's
+// value or, when X is unset or empty, d; ${X} becomes X's value or ""; and
+// $$ becomes $.
+func (cf *composeFile) interpolate(s string) string {
 	s = interpolation.ReplaceAllStringFunc(s, func(m string) string {
-		return interpolation.FindStringSubmatch(m)[3]
+		sub := interpolation.FindStringSubmatch(m)
+		if v := cf.env[sub[1]]; v != "" || sub[2] == "" {
+			return v
+		}
+		return sub[3]
 	})
 	return strings.ReplaceAll(s, "$$", "$")
 }
@@ -97,14 +109,36 @@ func (cf *composeFile) hostPath(t *testing.T, svc composeService, p string) stri
 	return ""
 }
 
+// handedOut are the ports freeLoopbackPort gave this test binary, so that
+// it never gives one twice before its service binds it.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// freeLoopbackPort is a port free on loopback now, below the ephemeral
+// range (32768 and up on Linux): a port the system handed out there could
+// be taken, before the service binds it, by the local end of one of the
+// many connections the services open meanwhile.
 func freeLoopbackPort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 1000 {
+		port := 20000 + rand.IntN(12000)
+		if handedOut.ports[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		handedOut.ports[port] = true
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free loopback port in 20000-31999")
+	return 0
 }
 
 // natsNode is a NATS service run as a process.
@@ -173,7 +207,7 @@ func (cf *composeFile) startNATS(t *testing.T) map[string]*natsNode {
 		cmd := exec.Command(bin, args...)
 		cmd.Env = os.Environ()
 		for k, v := range svc.Environment {
-			cmd.Env = append(cmd.Env, k+"="+interpolate(v))
+			cmd.Env = append(cmd.Env, k+"="+cf.interpolate(v))
 		}
 		var out syncBuffer
 		cmd.Stdout, cmd.Stderr = &out, &out
@@ -234,7 +268,7 @@ func (cf *composeFile) startHubs(t *testing.T, nodes map[string]*natsNode) map[s
 		}
 		env := map[string]string{}
 		for k, v := range svc.Environment {
-			env[k] = interpolate(v)
+			env[k] = cf.interpolate(v)
 		}
 		env["NATS_URL"] = regexp.MustCompile(`nats://([a-z0-9-]+):4222`).ReplaceAllStringFunc(env["NATS_URL"], func(m string) string {
 			n := nodes[strings.TrimSuffix(strings.TrimPrefix(m, "nats://"), ":4222")]
@@ -339,8 +373,11 @@ func eventGoesThrough(t *testing.T, from, to *hubProc, topic string) {
 	}
 }
 
+// composeJWTSecret is the JWT_SECRET the compose tests run the files with.
+const composeJWTSecret = "compose-jwt-secret-0123456789abcdef"
+
 func TestDockerComposeWithoutDocker(t *testing.T) {
-	cf := loadCompose(t, "../../docker-compose.yml")
+	cf := loadCompose(t, "../../docker-compose.yml", map[string]string{"JWT_SECRET": composeJWTSecret})
 	nodes := cf.startNATS(t)
 	hubs := cf.startHubs(t, nodes)
 	h := hubs["eventhub"]
@@ -348,10 +385,11 @@ func TestDockerComposeWithoutDocker(t *testing.T) {
 		t.Fatal("no eventhub service")
 	}
 	eventGoesThrough(t, h, h, "compose.single")
+	checkNativeClients(t, nodes, h, "compose.single")
 }
 
 func TestClusterComposeWithoutDocker(t *testing.T) {
-	cf := loadCompose(t, "../../deploy/compose.cluster.yml")
+	cf := loadCompose(t, "../../deploy/compose.cluster.yml", map[string]string{"JWT_SECRET": composeJWTSecret})
 	nodes := cf.startNATS(t)
 	if len(nodes) != 3 {
 		t.Fatalf("%d NATS nodes, want 3", len(nodes))
@@ -362,8 +400,9 @@ func TestClusterComposeWithoutDocker(t *testing.T) {
 		t.Fatal("want hubs eventhub-a and eventhub-b")
 	}
 	eventGoesThrough(t, a, b, "compose.cluster")
+	checkNativeClients(t, nodes, a, "compose.cluster")
 	// Streams the hubs create keep three replicas, one per node.
-	nc := natsConnect(t, nodes["nats1"].client)
+	nc := natsConnect(t, nodes["nats1"].client, nats.Token(a.token))
 	defer nc.close()
 	if r := nc.streamReplicas(t, "compose.cluster"); r != 3 {
 		t.Fatalf("the topic's stream has %d replicas, want 3", r)
@@ -415,7 +454,7 @@ func checkMonitoring(t *testing.T, cf *composeFile, hubs map[string]*hubProc) {
 					t.Errorf("job %s reads its token from %q, which the entrypoint does not write", sc.JobName, f)
 				}
 				// What Prometheus sends: the static token from WS_TOKEN.
-				token := interpolate(prom.Environment["WS_TOKEN"])
+				token := cf.interpolate(prom.Environment["WS_TOKEN"])
 				req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/metrics", h.ops), nil)
 				req.Header.Set("Authorization", "Bearer "+token)
 				resp, err := http.DefaultClient.Do(req)
@@ -479,9 +518,9 @@ func slicesClone(s []string) []string { return append([]string(nil), s...) }
 // natsConn is a plain NATS client of a compose test's cluster.
 type natsConn struct{ nc *nats.Conn }
 
-func natsConnect(t *testing.T, port int) natsConn {
+func natsConnect(t *testing.T, port int, opts ...nats.Option) natsConn {
 	t.Helper()
-	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", port))
+	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", port), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,6 +545,96 @@ func (c natsConn) streamReplicas(t *testing.T, topic string) int {
 		t.Fatal(err)
 	}
 	return s.CachedInfo().Config.Replicas
+}
+
+// checkNativeClients checks that the hubs are every NATS node's auth
+// callout service: a native client without a hub token is refused, the
+// static token gets the whole JetStream API, and a token scoped to topic
+// publishes to it with JetStream acks and reads it by subject, and is
+// refused other topics and the operators' calls.
+func checkNativeClients(t *testing.T, nodes map[string]*natsNode, h *hubProc, topic string) {
+	t.Helper()
+	scoped, err := acl.MintHS256([]byte(composeJWTSecret), acl.MintClaims{Subject: "compose-native",
+		Scopes: []string{"publish:" + topic, "subscribe:" + topic}, TTL: time.Minute}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for name, n := range nodes {
+		url := fmt.Sprintf("nats://127.0.0.1:%d", n.client)
+		for _, opt := range []nats.Option{nil, nats.Token("not-a-token"), nats.UserInfo("eventhub", "wrong")} {
+			opts := []nats.Option{nats.Timeout(5 * time.Second), nats.NoReconnect()}
+			if opt != nil {
+				opts = append(opts, opt)
+			}
+			if nc, err := nats.Connect(url, opts...); err == nil {
+				nc.Close()
+				t.Fatalf("%s accepted a native client without a hub token", name)
+			}
+		}
+
+		adm := natsConnect(t, n.client, nats.Token(h.token))
+		ajs, err := njs.New(adm.nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ajs.AccountInfo(ctx); err != nil {
+			t.Fatalf("%s: the static token's JetStream account info: %v", name, err)
+		}
+		adm.close()
+
+		errs := make(chan error, 100)
+		c := natsConnect(t, n.client, nats.Token(scoped),
+			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+		js, err := njs.New(c.nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		payload := fmt.Sprintf(`{"native":%q}`, name)
+		if _, err := js.Publish(ctx, topic, []byte(payload)); err != nil {
+			t.Fatalf("%s: a scoped token's js.Publish to %s: %v", name, topic, err)
+		}
+		stream, err := js.StreamNameBySubject(ctx, topic)
+		if err != nil {
+			t.Fatalf("%s: stream by subject: %v", name, err)
+		}
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatalf("%s: stream info: %v", name, err)
+		}
+		if m, err := s.GetLastMsgForSubject(ctx, topic); err != nil || string(m.Data) != payload {
+			t.Fatalf("%s: last by subject: %v", name, err)
+		}
+		refused := func(subject string, call func(context.Context) error) {
+			t.Helper()
+			for len(errs) > 0 {
+				<-errs
+			}
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			if err := call(cctx); err == nil {
+				t.Fatalf("%s: a scoped token's call on %s succeeded", name, subject)
+			}
+			deadline := time.After(5 * time.Second)
+			for {
+				select {
+				case err := <-errs:
+					if strings.Contains(err.Error(), "Permissions Violation") && strings.Contains(err.Error(), subject) {
+						return
+					}
+				case <-deadline:
+					t.Fatalf("%s: no permissions violation for %s", name, subject)
+				}
+			}
+		}
+		refused(`"compose.other"`, func(ctx context.Context) error {
+			_, err := js.Publish(ctx, "compose.other", []byte(`{}`))
+			return err
+		})
+		refused("$JS.API.INFO", func(ctx context.Context) error { _, err := js.AccountInfo(ctx); return err })
+		refused("$JS.API.STREAM.DELETE."+stream, func(ctx context.Context) error { return js.DeleteStream(ctx, stream) })
+		c.close()
+	}
 }
 
 // TestComposeOnDocker runs both compose files for real (scripts/
