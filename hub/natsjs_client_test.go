@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/eventhub/eventhub/acl"
+	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/hub"
 	"github.com/eventhub/eventhub/internal/testutil"
@@ -442,7 +443,7 @@ func TestNatsJSClient(t *testing.T) {
 		own := streamOf(t, h, topic)
 		otherGroup := jetstream.ConsumerName("others", topic, false)
 		pol := acl.Policy{Rules: []acl.Rule{{Effect: acl.EffectAllow, Action: acl.ActionSubscribe, Topics: []string{topic}, Groups: []string{"workers"}}}}
-		tok, err := acl.MintHS256(secret, acl.MintClaims{Subject: "worker", Policy: &pol, TTL: time.Minute}, time.Now())
+		tok, err := auth.MintHS256(secret, auth.MintClaims{Subject: "worker", Policy: &pol, TTL: time.Minute}, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,7 +22,7 @@ import (
 	njs "github.com/nats-io/nats.go/jetstream"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/eventhub/eventhub/acl"
+	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/client"
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/natstest"
@@ -554,7 +554,7 @@ func (c natsConn) streamReplicas(t *testing.T, topic string) int {
 // refused other topics and the operators' calls.
 func checkNativeClients(t *testing.T, nodes map[string]*natsNode, h *hubProc, topic string) {
 	t.Helper()
-	scoped, err := acl.MintHS256([]byte(composeJWTSecret), acl.MintClaims{Subject: "compose-native",
+	scoped, err := auth.MintHS256([]byte(composeJWTSecret), auth.MintClaims{Subject: "compose-native",
 		Scopes: []string{"publish:" + topic, "subscribe:" + topic}, TTL: time.Minute}, time.Now())
 	if err != nil {
 		t.Fatal(err)
