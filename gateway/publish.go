@@ -43,18 +43,8 @@ type httpError struct {
 // servePublish is POST /publish/{topic}: the body is the payload, the
 // Eventhub-* headers the options.
 func (g *Gateway) servePublish(w http.ResponseWriter, r *http.Request) {
-	p, ok := g.httpPrincipal(w, r, "http")
+	p, topic, ok := g.httpTopic(w, r, "http", ActionPublish)
 	if !ok {
-		return
-	}
-	topic := r.PathValue("topic")
-	if err := facade.ValidateTopic(topic); err != nil {
-		writeHTTPError(w, err)
-		return
-	}
-	if !p.Allow(ActionPublish, topic, "") {
-		g.authFailed("http", wire.CodeForbidden)
-		writeHTTPError(w, wire.Errorf(wire.CodeForbidden, "no publish permission on %s", topic))
 		return
 	}
 	opts, err := publishOptions(r.Header)
@@ -90,6 +80,27 @@ func (g *Gateway) servePublish(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(publishResponse{ID: rec.ID, Seq: rec.Seq, TS: rec.TS})
+}
+
+// httpTopic checks the request's Origin and bearer token, the {topic} of
+// its path, and the principal's right to action on it, answering the
+// refusal itself (false) when one does not pass.
+func (g *Gateway) httpTopic(w http.ResponseWriter, r *http.Request, transport, action string) (Principal, string, bool) {
+	p, ok := g.httpPrincipal(w, r, transport)
+	if !ok {
+		return nil, "", false
+	}
+	topic := r.PathValue("topic")
+	if err := facade.ValidateTopic(topic); err != nil {
+		writeHTTPError(w, err)
+		return nil, "", false
+	}
+	if !p.Allow(action, topic, "") {
+		g.authFailed(transport, wire.CodeForbidden)
+		writeHTTPError(w, wire.Errorf(wire.CodeForbidden, "no %s permission on %s", action, topic))
+		return nil, "", false
+	}
+	return p, topic, true
 }
 
 // httpPrincipal checks the request's Origin and bearer token, answering

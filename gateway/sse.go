@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/wire"
 )
 
@@ -59,18 +58,8 @@ func (g *Gateway) serveSSE(w http.ResponseWriter, r *http.Request) {
 	if tok := r.URL.Query().Get("access_token"); tok != "" && r.Header.Get("Authorization") == "" {
 		r.Header.Set("Authorization", "Bearer "+tok)
 	}
-	p, ok := g.httpPrincipal(w, r, "sse")
+	p, topic, ok := g.httpTopic(w, r, "sse", ActionSubscribe)
 	if !ok {
-		return
-	}
-	topic := r.PathValue("topic")
-	if err := facade.ValidateTopic(topic); err != nil {
-		writeHTTPError(w, err)
-		return
-	}
-	if !p.Allow(ActionSubscribe, topic, "") {
-		g.authFailed("sse", wire.CodeForbidden)
-		writeHTTPError(w, wire.Errorf(wire.CodeForbidden, "no subscribe permission on %s", topic))
 		return
 	}
 	opts, err := sseOptions(r)
