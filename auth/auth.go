@@ -8,14 +8,13 @@ package auth
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/eventhub/eventhub/acl"
+	"github.com/eventhub/eventhub/internal/token"
 )
 
 // Config says which tokens are accepted. With neither Token nor JWT
@@ -69,7 +68,7 @@ func (id *Identity) ExpiresAt() time.Time { return id.Expires }
 
 // Authenticator checks tokens. It is safe for concurrent use.
 type Authenticator struct {
-	static       [32]byte
+	static       token.Digest
 	hasStatic    bool
 	staticPolicy *acl.CompiledPolicy
 	// staticAll: the static token's policy allows everything.
@@ -85,7 +84,7 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 		if len(cfg.Token) < 16 {
 			return nil, fmt.Errorf("auth: the static token must be at least 16 characters")
 		}
-		a.static = sha256.Sum256([]byte(cfg.Token))
+		a.static = token.Of(cfg.Token)
 		a.hasStatic = true
 		if cfg.StaticPolicy != nil {
 			p, err := acl.CompilePolicy(*cfg.StaticPolicy)
@@ -120,23 +119,22 @@ var ErrNoAuth = errors.New("auth: not configured")
 
 // Authenticate checks token. Errors are acl's coded errors (bad_token,
 // token_expired, …) and never contain the token.
-func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Identity, error) {
+func (a *Authenticator) Authenticate(ctx context.Context, tok string) (*Identity, error) {
 	if !a.Configured() {
 		return nil, ErrNoAuth
 	}
-	if token == "" {
+	if tok == "" {
 		return nil, ErrTokenMissing
 	}
 	if a.hasStatic {
-		h := sha256.Sum256([]byte(token))
-		if subtle.ConstantTimeCompare(h[:], a.static[:]) == 1 {
+		if a.static.Matches(tok) {
 			return &Identity{Subject: "static-token", Policy: a.staticPolicy, Static: true}, nil
 		}
 		if a.verifier == nil {
 			return nil, ErrTokenMalformed
 		}
 	}
-	claims, err := a.verifier.Verify(ctx, token)
+	claims, err := a.verifier.Verify(ctx, tok)
 	if err != nil {
 		return nil, err
 	}

@@ -3,8 +3,6 @@ package auth
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"log/slog"
@@ -16,6 +14,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/token"
 )
 
 // NATS authenticates native NATS clients of the embedded server with the
@@ -52,7 +51,7 @@ type NATS struct {
 	auth      *Authenticator
 	dir       atomic.Pointer[directory]
 	hubToken  string
-	hubDigest [32]byte
+	hubDigest token.Digest
 	hubInbox  string
 	log       *slog.Logger
 	onFail    func(code string)
@@ -70,7 +69,7 @@ func NewNATS(a *Authenticator, log *slog.Logger, onFail func(code string)) *NATS
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &NATS{
-		auth: a, hubToken: tok, hubDigest: sha256.Sum256([]byte(tok)),
+		auth: a, hubToken: tok, hubDigest: token.Of(tok),
 		// The hub's replies and pulled messages arrive on inboxes no native
 		// client can subscribe to (the shared _INBOX.> would expose them).
 		hubInbox: "_EHUB_" + tok[:16],
@@ -100,22 +99,21 @@ var systemSubjects = []string{"$JS.>", "$JSC.>", "$KV.>", "$O.>", "$SYS.>", "$NR
 // Check implements server.Authentication.
 func (n *NATS) Check(c server.ClientAuthentication) bool {
 	opts := c.GetOpts()
-	token := opts.Token
-	if token == "" {
-		token = opts.Password
+	tok := opts.Token
+	if tok == "" {
+		tok = opts.Password
 	}
-	if token == "" {
+	if tok == "" {
 		n.refuse(c, "no_token")
 		return false
 	}
-	d := sha256.Sum256([]byte(token))
-	if subtle.ConstantTimeCompare(d[:], n.hubDigest[:]) == 1 {
+	if n.hubDigest.Matches(tok) {
 		c.RegisterUser(&server.User{Username: "eventhub"})
 		return true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	id, perms, code := n.authorize(ctx, token)
+	id, perms, code := n.authorize(ctx, tok)
 	if code != "" {
 		n.refuse(c, code)
 		return false

@@ -2,8 +2,6 @@ package compaction
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,9 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/hashid"
 )
 
 // SnapshotSuffix is appended to the source topic to name the default
@@ -212,13 +209,5 @@ func SnapshotID(snapshot, sourceID string, ts int64) string {
 	if t, ok := facade.IDTime(sourceID); ok {
 		ms = t.UnixMilli()
 	}
-	sum := sha256.Sum256([]byte("eventhub-snapshot\x00" + snapshot + "\x00" + sourceID))
-	var u uuid.UUID
-	var tsb [8]byte
-	binary.BigEndian.PutUint64(tsb[:], uint64(ms))
-	copy(u[:6], tsb[2:])
-	copy(u[6:], sum[:10])
-	u[6] = 0x70 | u[6]&0x0f // version 7
-	u[8] = 0x80 | u[8]&0x3f // RFC 9562 variant
-	return u.String()
+	return hashid.V7(ms, "eventhub-snapshot", snapshot, sourceID)
 }

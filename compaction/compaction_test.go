@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -12,7 +13,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats-server/v2/server"
 	njs "github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/goleak"
 
 	"github.com/eventhub/eventhub/compaction"
 	"github.com/eventhub/eventhub/facade"
@@ -22,7 +22,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, natstest.LeakIgnores()...)
+	os.Exit(testutil.RunCheckingLeaks(m, 10*time.Second, testutil.LeakMarkers...))
 }
 
 var topics = jetstream.Config{Topics: []jetstream.TopicConfig{

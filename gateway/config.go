@@ -11,7 +11,6 @@ import (
 
 // Defaults of [Config]. They are applied in one place, [Config.withDefaults].
 const (
-	DefaultAddr              = "127.0.0.1:8090"
 	DefaultMaxFrameBytes     = 1<<20 + 64<<10 // 1 MiB payload + envelope headroom
 	DefaultMaxPayloadBytes   = 1 << 20
 	DefaultMaxInflightPerSub = 100
@@ -30,11 +29,9 @@ const (
 	DefaultHandshakeTimeout  = 10 * time.Second
 )
 
-// Config configures a [Gateway]. The zero value is valid: it serves on
-// [DefaultAddr] without authentication, with the defaults above.
+// Config configures a [Gateway]. The zero value is valid: it serves
+// without authentication, with the defaults above.
 type Config struct {
-	// Addr is the listen address of [Gateway.ListenAndServe].
-	Addr string
 	// Token, when set, is the static token every client must present (AUTH
 	// frame, or "Authorization: Bearer" for HTTP). It grants every right.
 	// Compared in constant time; never logged.
@@ -188,9 +185,6 @@ func (c Config) Validate() error {
 func (c Config) WithDefaults() Config { return c.withDefaults() }
 
 func (c Config) withDefaults() Config {
-	if c.Addr == "" {
-		c.Addr = DefaultAddr
-	}
 	if c.MaxFrameBytes == 0 {
 		c.MaxFrameBytes = DefaultMaxFrameBytes
 	}

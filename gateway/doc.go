@@ -6,7 +6,7 @@
 //
 //	g, err := gateway.New(bus, gateway.Config{Token: os.Getenv("WS_TOKEN")})
 //	...
-//	go g.ListenAndServe(ctx)      // or mount g.Handler() on your own server
+//	go g.Serve(ctx, ln)           // ln from net.Listen; or mount g.Handler() on your own server
 //	...
 //	g.Shutdown(shutdownCtx)       // going-away to every client, in-flight events handed back
 //

@@ -352,13 +352,3 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	return err
 }
-
-// ListenAndServe listens on Config.Addr and calls [Gateway.Serve].
-func (g *Gateway) ListenAndServe(ctx context.Context) error {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", g.cfg.Addr)
-	if err != nil {
-		return err
-	}
-	return g.Serve(ctx, ln)
-}

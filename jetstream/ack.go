@@ -2,13 +2,11 @@ package jetstream
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"strconv"
 
-	"github.com/google/uuid"
-
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/hashid"
 )
 
 // deadLetter copies d's event to the topic's dead-letter topic, then
@@ -54,14 +52,7 @@ func (s *subscription) deadLetter(d *delivery, reason string) {
 // deadLetterID derives the dead-letter event's id from the event and the
 // group, so that a retried dead-letter publish is deduplicated and two groups
 // dead-lettering the same event get two records. It is a UUID version 8.
-func deadLetterID(id, group string) string {
-	sum := sha256.Sum256([]byte(id + "\x00" + group))
-	var u uuid.UUID
-	copy(u[:], sum[:16])
-	u[6] = u[6]&0x0f | 0x80
-	u[8] = u[8]&0x3f | 0x80
-	return u.String()
-}
+func deadLetterID(id, group string) string { return hashid.V8(id, group) }
 
 func truncate(s string, n int) string {
 	if len(s) <= n {

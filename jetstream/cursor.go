@@ -12,7 +12,7 @@ import (
 
 // GetCursor implements [facade.Cursors]. The cursor is the group's ack floor
 // on the server: acknowledgements out of order never move it past an
-// unacknowledged event.
+// unacknowledged event. The group is found as [Bus.Groups] finds it.
 func (b *Bus) GetCursor(ctx context.Context, topic, group string) (*facade.CursorPosition, error) {
 	if err := facade.ValidateGroup(group); err != nil {
 		return nil, err
@@ -23,14 +23,10 @@ func (b *Bus) GetCursor(ctx context.Context, topic, group string) (*facade.Curso
 	if err != nil {
 		return nil, err
 	}
-	cons, err := ti.stream.Consumer(ctx, consumerNameFor(group, topic, ti.shared))
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return nil, fmt.Errorf("%w: topic %s has no group %s", facade.ErrNotFound, topic, group)
-	}
+	info, err := b.findGroup(ctx, ti, group)
 	if err != nil {
-		return nil, fmt.Errorf("group %s of %s: %w", group, topic, translate(err))
+		return nil, err
 	}
-	info := cons.CachedInfo()
 	c := b.cursorOf(ctx, ti, info.AckFloor.Stream)
 	c.Pending = info.NumPending + uint64(info.NumAckPending)
 	return &c, nil

@@ -13,7 +13,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/goleak"
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/natstest"
@@ -22,7 +21,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, natstest.LeakIgnores()...)
+	os.Exit(testutil.RunCheckingLeaks(m, 10*time.Second, testutil.LeakMarkers...))
 }
 
 // newBus returns a bus on a fresh embedded server.

@@ -598,7 +598,7 @@ func TestSnapshotHandlerErrorStops(t *testing.T) {
 }
 
 // TestSnapshotStopsWithBus: closing the bus ends snapshot subscriptions
-// (goleak in TestMain checks nothing is left running).
+// (TestMain checks nothing is left running).
 func TestSnapshotStopsWithBus(t *testing.T) {
 	srv := natstest.RunEmbedded(t)
 	b, err := jetstream.New(natstest.InProcessConn(t, srv), jetstream.Config{})

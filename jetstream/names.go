@@ -87,7 +87,7 @@ func (b *Bus) streamGroups(ctx context.Context, ts *TopicStream) error {
 	l := s.ListConsumers(ctx)
 	for ci := range l.Info() {
 		md := ci.Config.Metadata
-		if g, t := md["eventhub_group"], md["eventhub_topic"]; g != "" && t != "" {
+		if g, t := md[metaGroup], md[metaTopic]; g != "" && t != "" {
 			ts.Groups = append(ts.Groups, GroupConsumer{Consumer: ci.Name, Topic: t, Group: g})
 		}
 	}

@@ -112,7 +112,10 @@ func DecodeKey(tok string) (string, error) {
 // streamNameFor derives the name of the stream the hub creates for topic:
 // "EH_" + the topic with '.' and ':' replaced by '_' + a hash of the topic, so
 // that different topics never share a name.
-func streamNameFor(topic string) string { return "EH_" + safeName(topic) }
+func streamNameFor(topic string) string { return streamPrefix + safeName(topic) }
+
+// streamPrefix begins the name of every stream the bus creates.
+const streamPrefix = "EH_"
 
 // consumerNameFor derives a durable consumer name from a group name (and the
 // topic, when the stream holds several topics).

@@ -191,20 +191,16 @@ func boolParam(r *http.Request, name string) (bool, error) {
 }
 
 // topicGroup resolves the topic and group a group action names.
-func (h *Handler) topicGroup(ctx context.Context, r *http.Request) (*jetstream.TopicInfo, string, *njs.ConsumerInfo, error) {
+func (h *Handler) topicGroup(ctx context.Context, r *http.Request) (*jetstream.TopicInfo, string, error) {
 	ti, err := h.lookupTopic(ctx, r)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", err
 	}
 	group, err := param(r, "group")
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", err
 	}
-	ci, err := findGroup(ctx, ti, group)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	return ti, group, ci, nil
+	return ti, group, nil
 }
 
 // scan reads the messages of a stream on filters from sequence from on,

@@ -2,7 +2,6 @@ package ops
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,11 +10,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/uuid"
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/eventjson"
+	"github.com/eventhub/eventhub/internal/hashid"
 	"github.com/eventhub/eventhub/jetstream"
 )
 
@@ -245,12 +244,7 @@ func (h *Handler) adminDeadLetters(w http.ResponseWriter, r *http.Request, _ str
 // the same dead letter redriven twice (within the topic's duplicate
 // window) is stored once. It is a UUID version 8.
 func RedriveID(deadLetterID string) string {
-	sum := sha256.Sum256([]byte("redrive\x00" + deadLetterID))
-	var u uuid.UUID
-	copy(u[:], sum[:16])
-	u[6] = u[6]&0x0f | 0x80
-	u[8] = u[8]&0x3f | 0x80
-	return u.String()
+	return hashid.V8("redrive", deadLetterID)
 }
 
 // selection reads which dead letters an action takes: ?seq=<n>, a range

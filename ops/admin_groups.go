@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -39,35 +38,27 @@ type adminGroupsJSON struct {
 func (h *Handler) adminGroups(w http.ResponseWriter, r *http.Request, _ string) {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
-	var tis []*jetstream.TopicInfo
+	var topics []string
 	if r.URL.Query().Get("topic") != "" {
 		ti, err := h.lookupTopic(ctx, r)
 		if err != nil {
 			h.writeError(w, r, err)
 			return
 		}
-		tis = append(tis, ti)
+		topics = append(topics, ti.Topic)
 	} else {
-		topics, err := h.groupTopics(ctx)
-		if err != nil {
+		var err error
+		if topics, err = h.bus.GroupTopics(ctx); err != nil {
 			h.writeError(w, r, err)
 			return
 		}
-		for _, t := range topics {
-			ti, err := h.bus.LookupTopic(ctx, t)
-			if errors.Is(err, facade.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				h.writeError(w, r, err)
-				return
-			}
-			tis = append(tis, ti)
-		}
 	}
 	out := adminGroupsJSON{Groups: []adminGroupJSON{}}
-	for _, ti := range tis {
-		groups, err := topicGroups(ctx, ti)
+	for _, topic := range topics {
+		groups, err := h.bus.Groups(ctx, topic)
+		if errors.Is(err, facade.ErrNotFound) {
+			continue // deleted since it was listed
+		}
 		if err != nil {
 			h.writeError(w, r, err)
 			return
@@ -75,68 +66,27 @@ func (h *Handler) adminGroups(w http.ResponseWriter, r *http.Request, _ string) 
 		if len(groups) == 0 {
 			continue
 		}
-		dl, atLeast, err := h.deadLetterCounts(ctx, ti.Topic)
+		dl, atLeast, err := h.deadLetterCounts(ctx, topic)
 		if err != nil {
 			h.writeError(w, r, err)
 			return
 		}
-		for _, g := range groups {
-			out.Groups = append(out.Groups, h.adminGroupOf(ctx, ti, g.group, g.info, dl[g.group], atLeast))
+		for i := range groups {
+			out.Groups = append(out.Groups, h.adminGroupOf(topic, &groups[i], dl[groups[i].Group], atLeast))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (h *Handler) adminGroupOf(ctx context.Context, ti *jetstream.TopicInfo, group string, ci *njs.ConsumerInfo, dead int, atLeast bool) adminGroupJSON {
+func (h *Handler) adminGroupOf(topic string, gi *jetstream.GroupInfo, dead int, atLeast bool) adminGroupJSON {
 	g := adminGroupJSON{
-		Topic: ti.Topic, cursorJSON: h.cursorOf(ctx, ti, group, ci), InFlight: ci.NumAckPending,
+		Topic: topic, cursorJSON: cursorOf(gi), InFlight: gi.AckPending,
 		DeadLettered: dead, DeadLetteredAtLeast: atLeast,
 	}
-	if ci.Paused && ci.PauseRemaining > 0 {
-		g.PauseUntilMs = h.cfg.Now().Add(ci.PauseRemaining).UnixMilli()
+	if gi.Paused && gi.PauseRemaining > 0 {
+		g.PauseUntilMs = h.cfg.Now().Add(gi.PauseRemaining).UnixMilli()
 	}
 	return g
-}
-
-// groupTopics returns the topics that have groups of the hub, from the
-// metadata of every stream's consumers.
-func (h *Handler) groupTopics(ctx context.Context) ([]string, error) {
-	js := h.bus.JetStream()
-	seen := map[string]bool{}
-	l := js.ListStreams(ctx)
-	var names []string
-	for si := range l.Info() {
-		if si.State.Consumers > 0 {
-			names = append(names, si.Config.Name)
-		}
-	}
-	if err := l.Err(); err != nil {
-		return nil, fmt.Errorf("%w: list streams: %w", facade.ErrUnavailable, err)
-	}
-	for _, name := range names {
-		stream, err := js.Stream(ctx, name)
-		if errors.Is(err, njs.ErrStreamNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: stream %s: %w", facade.ErrUnavailable, name, err)
-		}
-		cl := stream.ListConsumers(ctx)
-		for ci := range cl.Info() {
-			if t := ci.Config.Metadata[metaTopic]; t != "" && ci.Config.AckPolicy != njs.AckNonePolicy {
-				seen[t] = true
-			}
-		}
-		if err := cl.Err(); err != nil && !errors.Is(err, njs.ErrStreamNotFound) {
-			return nil, fmt.Errorf("%w: list consumers of %s: %w", facade.ErrUnavailable, name, err)
-		}
-	}
-	out := make([]string, 0, len(seen))
-	for t := range seen {
-		out = append(out, t)
-	}
-	slices.Sort(out)
-	return out, nil
 }
 
 // deadLetterCounts counts the dead letters of topic per group, reading the
@@ -166,7 +116,7 @@ func (h *Handler) deadLetterCounts(ctx context.Context, topic string) (map[strin
 func (h *Handler) adminSeek(w http.ResponseWriter, r *http.Request, _ string) {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
-	ti, group, ci, err := h.topicGroup(ctx, r)
+	ti, group, err := h.topicGroup(ctx, r)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -203,22 +153,18 @@ func (h *Handler) adminSeek(w http.ResponseWriter, r *http.Request, _ string) {
 		h.writeError(w, r, fmt.Errorf("to: %w", err))
 		return
 	}
-	if _, err := ti.Stream.ResetConsumerToSequence(ctx, ci.Name, next); err != nil {
-		h.writeError(w, r, fmt.Errorf("%w: seek group %s of %s to %d: %w", facade.ErrUnavailable, group, ti.Topic, next, err))
-		return
-	}
-	h.writeGroup(ctx, w, r, ti, group, ci.Name, map[string]any{"next": next})
+	g, err := h.bus.SeekGroup(ctx, ti.Topic, group, next)
+	h.writeGroup(w, r, ti.Topic, g, err, map[string]any{"next": next})
 }
 
-// writeGroup answers a group's state after an action, with extra fields.
-func (h *Handler) writeGroup(ctx context.Context, w http.ResponseWriter, r *http.Request, ti *jetstream.TopicInfo, group, consumer string, extra map[string]any) {
-	cons, err := ti.Stream.Consumer(ctx, consumer)
+// writeGroup answers a group's state after an action, with extra fields,
+// or the action's error.
+func (h *Handler) writeGroup(w http.ResponseWriter, r *http.Request, topic string, gi *jetstream.GroupInfo, err error, extra map[string]any) {
 	if err != nil {
-		h.writeError(w, r, fmt.Errorf("%w: group %s of %s: %w", facade.ErrUnavailable, group, ti.Topic, err))
+		h.writeError(w, r, err)
 		return
 	}
-	g := h.adminGroupOf(ctx, ti, group, cons.CachedInfo(), 0, false)
-	out := map[string]any{"group": g}
+	out := map[string]any{"group": h.adminGroupOf(topic, gi, 0, false)}
 	for k, v := range extra {
 		out[k] = v
 	}
@@ -235,7 +181,7 @@ const defaultPause = 10 * 365 * 24 * time.Hour
 func (h *Handler) adminPause(w http.ResponseWriter, r *http.Request, _ string) {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
-	ti, group, ci, err := h.topicGroup(ctx, r)
+	ti, group, err := h.topicGroup(ctx, r)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -264,27 +210,21 @@ func (h *Handler) adminPause(w http.ResponseWriter, r *http.Request, _ string) {
 		}
 		until = h.cfg.Now().Add(d)
 	}
-	if _, err := h.bus.JetStream().PauseConsumer(ctx, ti.StreamName, ci.Name, until); err != nil {
-		h.writeError(w, r, fmt.Errorf("%w: pause group %s of %s (needs nats-server 2.11+): %w", facade.ErrUnavailable, group, ti.Topic, err))
-		return
-	}
-	h.writeGroup(ctx, w, r, ti, group, ci.Name, map[string]any{"pauseUntilMs": until.UnixMilli()})
+	g, err := h.bus.PauseGroup(ctx, ti.Topic, group, until)
+	h.writeGroup(w, r, ti.Topic, g, err, map[string]any{"pauseUntilMs": until.UnixMilli()})
 }
 
 // adminResume resumes a paused group.
 func (h *Handler) adminResume(w http.ResponseWriter, r *http.Request, _ string) {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
-	ti, group, ci, err := h.topicGroup(ctx, r)
+	ti, group, err := h.topicGroup(ctx, r)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	if _, err := h.bus.JetStream().ResumeConsumer(ctx, ti.StreamName, ci.Name); err != nil {
-		h.writeError(w, r, fmt.Errorf("%w: resume group %s of %s: %w", facade.ErrUnavailable, group, ti.Topic, err))
-		return
-	}
-	h.writeGroup(ctx, w, r, ti, group, ci.Name, nil)
+	g, err := h.bus.ResumeGroup(ctx, ti.Topic, group)
+	h.writeGroup(w, r, ti.Topic, g, err, nil)
 }
 
 // adminDeleteGroup deletes a group's consumer with its cursor. Members
@@ -293,17 +233,12 @@ func (h *Handler) adminResume(w http.ResponseWriter, r *http.Request, _ string) 
 func (h *Handler) adminDeleteGroup(w http.ResponseWriter, r *http.Request, _ string) {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
-	ti, group, ci, err := h.topicGroup(ctx, r)
+	ti, group, err := h.topicGroup(ctx, r)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	if err := ti.Stream.DeleteConsumer(ctx, ci.Name); err != nil {
-		if errors.Is(err, njs.ErrConsumerNotFound) {
-			err = fmt.Errorf("%w: topic %s has no group %s", facade.ErrNotFound, ti.Topic, group)
-		} else {
-			err = fmt.Errorf("%w: delete group %s of %s: %w", facade.ErrUnavailable, group, ti.Topic, err)
-		}
+	if err := h.bus.DeleteGroup(ctx, ti.Topic, group); err != nil {
 		h.writeError(w, r, err)
 		return
 	}

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	njs "github.com/nats-io/nats.go/jetstream"
-
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/jetstream"
 )
@@ -48,51 +46,20 @@ func (h *Handler) adminDescribeTopic(w http.ResponseWriter, r *http.Request, _ s
 }
 
 func (h *Handler) describeTopic(ctx context.Context, ti *jetstream.TopicInfo) (adminTopicJSON, error) {
-	info, err := ti.Stream.Info(ctx)
-	if err != nil {
-		return adminTopicJSON{}, fmt.Errorf("%w: stream %s: %w", facade.ErrUnavailable, ti.StreamName, err)
-	}
-	s, _, err := h.describeStream(ctx, info, true)
+	sd, err := h.bus.DescribeStream(ctx, ti.Topic)
 	if err != nil {
 		return adminTopicJSON{}, err
 	}
 	out := adminTopicJSON{
-		Topic: ti.Topic, Stream: s, Filters: ti.Filters, Keyed: ti.Keyed, Compacted: ti.Compacted,
+		Topic: ti.Topic, Stream: streamOf(sd), Filters: ti.Filters, Keyed: ti.Keyed, Compacted: ti.Compacted,
 		Shared: ti.Shared, DeadLetterTopic: facade.DeadLetterTopic(ti.Topic),
 	}
-	if dl, err := h.bus.LookupTopic(ctx, out.DeadLetterTopic); err == nil {
-		n, err := topicCount(ctx, dl)
-		if err != nil {
-			return out, err
-		}
-		out.DeadLetters = n
-	} else if !errors.Is(err, facade.ErrNotFound) {
+	n, err := h.bus.TopicCount(ctx, out.DeadLetterTopic)
+	if err != nil && !errors.Is(err, facade.ErrNotFound) {
 		return out, err
 	}
+	out.DeadLetters = n
 	return out, nil
-}
-
-// topicCount counts a topic's events from the stream's per-subject state
-// (its own stream: the stream's count).
-func topicCount(ctx context.Context, ti *jetstream.TopicInfo) (uint64, error) {
-	if !ti.Shared {
-		info, err := ti.Stream.Info(ctx)
-		if err != nil {
-			return 0, fmt.Errorf("%w: stream %s: %w", facade.ErrUnavailable, ti.StreamName, err)
-		}
-		return info.State.Msgs, nil
-	}
-	var n uint64
-	for _, f := range ti.Filters {
-		info, err := ti.Stream.Info(ctx, njs.WithSubjectFilter(f))
-		if err != nil {
-			return 0, fmt.Errorf("%w: stream %s: %w", facade.ErrUnavailable, ti.StreamName, err)
-		}
-		for _, c := range info.State.Subjects {
-			n += c
-		}
-	}
-	return n, nil
 }
 
 // adminDeclareTopic creates a topic's stream, or changes the settings

@@ -1,25 +1,25 @@
 package ops
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/wire"
 )
 
 // Error codes of the ops endpoints' own errors. Errors of the bus keep the
 // facade's codes (bad_topic, bad_group, bad_key, unknown_id, not_found,
-// unavailable, closed).
+// unavailable, closed). Every code, and its HTTP status, is in the one table
+// of [wire.Codes].
 const (
-	CodeBadRequest      = "bad_request"
-	CodeNotFound        = "not_found"
-	CodeUnauthorized    = "unauthorized"
-	CodeForbidden       = "forbidden"
-	CodeTooManyRequests = "too_many_requests"
-	CodeUnavailable     = "unavailable"
-	CodeInternal        = "internal"
+	CodeBadRequest      = wire.CodeBadRequest
+	CodeNotFound        = wire.CodeNotFound
+	CodeUnauthorized    = wire.CodeUnauthorized
+	CodeForbidden       = wire.CodeForbidden
+	CodeTooManyRequests = wire.CodeTooManyRequests
+	CodeUnavailable     = wire.CodeUnavailable
+	CodeInternal        = wire.CodeInternal
 )
 
 // Sentinels for the ops endpoints' own error codes; like the facade's, they
@@ -35,38 +35,9 @@ var (
 	ErrTooManyRequests = &facade.Error{Code: CodeTooManyRequests, Msg: "too many replays running"}
 )
 
-// statusOf maps an error code to the HTTP status the endpoints answer.
-func statusOf(code string) int {
-	switch code {
-	case CodeBadRequest, "bad_topic", "bad_group", "bad_key", "bad_id":
-		return http.StatusBadRequest
-	case CodeNotFound, "unknown_id":
-		return http.StatusNotFound
-	case CodeUnauthorized:
-		return http.StatusUnauthorized
-	case CodeForbidden:
-		return http.StatusForbidden
-	case CodeTooManyRequests:
-		return http.StatusTooManyRequests
-	case "not_own_stream":
-		return http.StatusConflict
-	case CodeUnavailable, "closed":
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
-}
-
-// wireError returns the code and message an error is reported with.
-func wireError(err error) (code, msg string) {
-	var fe *facade.Error
-	switch {
-	case errors.As(err, &fe):
-		return fe.Code, facade.Detail(err, fe)
-	case errors.Is(err, context.DeadlineExceeded):
-		return CodeUnavailable, err.Error()
-	}
-	return CodeInternal, err.Error()
-}
+// wireError returns the code and message an error is reported with: the
+// same as on every other way in ([wire.FromError]).
+func wireError(err error) (code, msg string) { return wire.FromError(err, CodeInternal) }
 
 type errorBody struct {
 	Error errorDetail `json:"error"`
@@ -81,7 +52,7 @@ type errorDetail struct {
 // code's status.
 func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code, msg := wireError(err)
-	status := statusOf(code)
+	status := wire.HTTPStatus(code)
 	if status >= 500 {
 		h.log.Warn("ops request failed", "path", r.URL.Path, "code", code, "err", err)
 	}

@@ -217,8 +217,8 @@ func export(ctx context.Context, bus *jetstream.Bus, q Query, o exportOptions, o
 		if errors.Is(err, nats.ErrTimeout) {
 			// Nothing arrived for a while: if the range holds no more
 			// events (deleted under us), it is complete.
-			next, err := firstFrom(ctx, ti, ti.Filters, max(scanned+1, from))
-			if errors.Is(err, errNoEvent) || err == nil && next.Sequence > to {
+			next, ok, err := bus.NextSeq(ctx, ti.Topic, q.Key, max(scanned+1, from))
+			if err == nil && (!ok || next > to) {
 				break
 			}
 			if err != nil && ctx.Err() == nil {
@@ -379,16 +379,16 @@ func resolveRange(ctx context.Context, bus *jetstream.Bus, q Query) (ti *jetstre
 	// Start at the topic's first event in the range (there may be none: a
 	// shared stream, deleted or compacted messages), which also spares
 	// creating a consumer for an empty range.
-	first, err := firstFrom(ctx, ti, ti.Filters, from)
+	first, ok, err := bus.NextSeq(ctx, q.Topic, q.Key, from)
 	switch {
-	case errors.Is(err, errNoEvent):
-		return ti, from, min(to, from-1), avgSize, nil
 	case err != nil:
 		return nil, 0, 0, 0, err
-	case first.Sequence > to:
+	case !ok:
+		return ti, from, min(to, from-1), avgSize, nil
+	case first > to:
 		return ti, from, from - 1, avgSize, nil
 	}
-	return ti, first.Sequence, to, avgSize, nil
+	return ti, first, to, avgSize, nil
 }
 
 // httpSink writes a replay to an HTTP response.

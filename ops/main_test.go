@@ -1,13 +1,13 @@
 package ops_test
 
 import (
+	"os"
 	"testing"
+	"time"
 
-	"go.uber.org/goleak"
-
-	"github.com/eventhub/eventhub/internal/natstest"
+	"github.com/eventhub/eventhub/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, natstest.LeakIgnores()...)
+	os.Exit(testutil.RunCheckingLeaks(m, 10*time.Second, testutil.LeakMarkers...))
 }

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	njs "github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/goleak"
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/testutil"
@@ -166,7 +165,7 @@ func TestReplayDisconnect(t *testing.T) {
 
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	defer client.CloseIdleConnections()
-	before := goleak.IgnoreCurrent()
+	before := testutil.Goroutines()
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -203,7 +202,7 @@ func TestReplayDisconnect(t *testing.T) {
 	if events, _ := strconv.Atoi(rec.attrs["events"]); events <= 0 || events >= n {
 		t.Fatalf("the replay wrote %d events before the client left; want some, not all %d", events, n)
 	}
-	testutil.CheckFor(t, 10*time.Second, func() error { return goleak.Find(before) })
+	testutil.CheckFor(t, 10*time.Second, func() error { return testutil.NewGoroutines(before) })
 
 	ti, err := f.bus.LookupTopic(t.Context(), "big.blobs")
 	if err != nil {

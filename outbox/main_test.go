@@ -3,12 +3,11 @@ package outbox_test
 import (
 	"fmt"
 	"os"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/eventhub/eventhub/internal/pgtest"
+	"github.com/eventhub/eventhub/internal/testutil"
 	_ "github.com/eventhub/eventhub/outbox/postgres" // the tests open both databases
 	_ "github.com/eventhub/eventhub/outbox/sqlite"
 )
@@ -19,7 +18,7 @@ import (
 func TestMain(m *testing.M) {
 	code := pgtest.Run(m)
 	if code == 0 {
-		if err := checkNoLeaks(10 * time.Second); err != nil {
+		if err := testutil.CheckNoLeaks(10*time.Second, leakMarkers...); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			code = 1
 		}
@@ -34,45 +33,4 @@ var leakMarkers = []string{
 	"github.com/jackc/pgx",
 	"github.com/nats-io/",
 	"modernc.org/sqlite",
-}
-
-// checkNoLeaks polls until no goroutine other than this one runs code of
-// leakMarkers, or the timeout passes.
-func checkNoLeaks(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		leaked := leakedGoroutines()
-		if len(leaked) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("leaked %d goroutines:\n\n%s", len(leaked), strings.Join(leaked, "\n\n"))
-		}
-		time.Sleep(50 * time.Millisecond) // polling interval, bounded by deadline
-	}
-}
-
-func leakedGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	var out []string
-	for i, g := range strings.Split(string(buf), "\n\n") {
-		if i == 0 { // this goroutine
-			continue
-		}
-		for _, m := range leakMarkers {
-			if strings.Contains(g, m) && !strings.Contains(g, "outbox_test.checkNoLeaks") {
-				out = append(out, g)
-				break
-			}
-		}
-	}
-	return out
 }

@@ -57,10 +57,11 @@ type CodeInfo struct {
 	// reporting this code; 0 when the connection stays open.
 	Close int
 	// ERR is false for codes that are only a close reason (no ERR frame
-	// can be sent, or none is useful).
+	// can be sent, or none is useful), and for codes only the HTTP
+	// endpoints answer (Close 0).
 	ERR bool
-	// HTTPStatus is the status of the publish endpoint for this code; 0
-	// when the endpoint never produces it.
+	// HTTPStatus is the status the HTTP endpoints (publish, ops, admin)
+	// answer for this code; 0 when none of them produces it.
 	HTTPStatus int
 }
 
@@ -104,6 +105,8 @@ const (
 	CodeIdle              = "idle_timeout"
 	CodeGoingAway         = "going_away"
 	CodeDisconnected      = "disconnected"
+	CodeTooManyRequests   = "too_many_requests"
+	CodeNotOwnStream      = "not_own_stream"
 )
 
 // codes is the table of every error code, read only. docs/protocol.md
@@ -147,6 +150,8 @@ var codes = []CodeInfo{
 	{CodeIdle, "Nothing, not even a pong, was received within IdleTimeout.", CloseIdle, false, 0},
 	{CodeDisconnected, "An operator disconnected the session (admin API); in-flight events were handed back.", CloseDisconnected, false, 0},
 	{CodeGoingAway, "The gateway is shutting down; in-flight events were handed back.", CloseGoingAway, false, 0},
+	{CodeTooManyRequests, "Ops endpoints: as many replays or exports run as MaxConcurrentReplays allows; retry later.", 0, false, http.StatusTooManyRequests},
+	{CodeNotOwnStream, "Admin API: the topic's stream is shared with other topics or was made outside the hub, and the change would touch what they hold.", 0, false, http.StatusConflict},
 }
 
 var codeIndex = func() map[string]*CodeInfo {
@@ -235,6 +240,8 @@ func CodesMarkdown() string {
 	for _, c := range codes {
 		sent := "ERR"
 		switch {
+		case !c.ERR && c.Close == 0:
+			sent = "HTTP only"
 		case !c.ERR:
 			sent = "close reason only"
 		case c.Close != 0:

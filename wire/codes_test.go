@@ -18,8 +18,8 @@ func TestCodeTable(t *testing.T) {
 		if c.Close != 0 && c.Close != CloseGoingAway && (c.Close < 4000 || c.Close > 4999) {
 			t.Errorf("%s: close code %d outside 4000-4999", c.Code, c.Close)
 		}
-		if !c.ERR && c.Close == 0 {
-			t.Errorf("%s: neither ERR nor close", c.Code)
+		if !c.ERR && c.Close == 0 && c.HTTPStatus == 0 {
+			t.Errorf("%s: neither ERR nor close nor HTTP", c.Code)
 		}
 	}
 	// Every facade sentinel's code is in the table.

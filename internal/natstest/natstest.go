@@ -19,7 +19,6 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"go.uber.org/goleak"
 )
 
 // RunEmbedded starts an in-process nats-server with JetStream file storage in
@@ -229,14 +228,4 @@ func freePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-// LeakIgnores are the goroutines goleak must not count in tests that use
-// NATS: nats.go's in-process connections keep a flusher until the server
-// side closes them, and the server's own goroutines end with Shutdown.
-func LeakIgnores() []goleak.Option {
-	return []goleak.Option{
-		goleak.IgnoreTopFunction("github.com/nats-io/nats.go.(*Conn).flusher"),
-		goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).startGoRoutine"),
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +31,16 @@ func CheckFor(t testing.TB, timeout time.Duration, cond func() error) {
 	}
 }
 
+// The goroutine-leak checks of every package's tests: RunCheckingLeaks in
+// TestMain, or CheckNoLeaks after a TestMain that runs m itself, and
+// Goroutines / NewGoroutines inside one test.
+
+// LeakMarkers are the frames that make a goroutine count as a leak in
+// packages whose tests run a bus: the project's own code and nats.go's (a
+// connection left open). The embedded server's goroutines end with its
+// Shutdown and are not counted.
+var LeakMarkers = []string{"github.com/eventhub/eventhub/", "github.com/nats-io/nats.go"}
+
 // RunCheckingLeaks runs the tests of m and then fails the run if goroutines
 // whose stacks mention any of markers (such as "eventhub/gateway.") are
 // still running after grace. Use it as os.Exit(RunCheckingLeaks(m, …)) in
@@ -39,36 +50,83 @@ func RunCheckingLeaks(m *testing.M, grace time.Duration, markers ...string) int 
 	if code != 0 {
 		return code
 	}
+	if err := CheckNoLeaks(grace, markers...); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return code
+}
+
+// CheckNoLeaks polls until no goroutine other than the caller's runs code
+// whose stack mentions any of markers, and returns the leaked stacks as an
+// error when grace passes first.
+func CheckNoLeaks(grace time.Duration, markers ...string) error {
 	deadline := time.Now().Add(grace)
 	for {
-		leaked := leakedGoroutines(markers)
+		var leaked []string
+		for _, g := range stacks() {
+			if slices.ContainsFunc(markers, func(m string) bool { return strings.Contains(g.stack, m) }) {
+				leaked = append(leaked, g.stack)
+			}
+		}
 		if len(leaked) == 0 {
-			return code
+			return nil
 		}
 		if time.Now().After(deadline) {
-			fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", strings.Join(leaked, "\n\n"))
-			return 1
+			return fmt.Errorf("leaked %d goroutines:\n\n%s", len(leaked), strings.Join(leaked, "\n\n"))
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // polling interval, bounded by deadline
 	}
 }
 
-func leakedGoroutines(markers []string) []string {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	var leaked []string
-	for g := range strings.SplitSeq(string(buf), "\n\n") {
-		if strings.Contains(g, "testutil.RunCheckingLeaks") || strings.Contains(g, "testutil.leakedGoroutines") {
-			continue
-		}
-		for _, m := range markers {
-			if strings.Contains(g, m) {
-				leaked = append(leaked, g)
-				break
-			}
+// Goroutines returns the ids of the goroutines running now, for
+// [NewGoroutines].
+func Goroutines() map[string]bool {
+	ids := make(map[string]bool)
+	for _, g := range stacks() {
+		ids[g.id] = true
+	}
+	return ids
+}
+
+// NewGoroutines returns nil when every goroutine running now, other than the
+// caller's, was in before, or else an error listing the others' stacks. Use
+// it inside CheckFor: goroutines a test started must end.
+func NewGoroutines(before map[string]bool) error {
+	var extra []string
+	for _, g := range stacks() {
+		if !before[g.id] {
+			extra = append(extra, g.stack)
 		}
 	}
-	return leaked
+	if len(extra) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d goroutines still running:\n\n%s", len(extra), strings.Join(extra, "\n\n"))
+}
+
+type goroutine struct{ id, stack string }
+
+// stacks returns every goroutine but the caller's.
+func stacks() []goroutine {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var out []goroutine
+	for i, g := range strings.Split(string(buf), "\n\n") {
+		if i == 0 { // the caller's goroutine comes first
+			continue
+		}
+		id, _, _ := strings.Cut(strings.TrimPrefix(g, "goroutine "), " ")
+		out = append(out, goroutine{id: id, stack: g})
+	}
+	return out
 }
 
 // Buffer collects output (a process's, a logger's) that a test reads while

@@ -5,22 +5,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"go.uber.org/goleak"
 
+	"github.com/eventhub/eventhub/examples/projector"
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/natstest"
 	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/jetstream"
-	"github.com/eventhub/eventhub/projector"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, natstest.LeakIgnores()...)
+	os.Exit(testutil.RunCheckingLeaks(m, 10*time.Second, testutil.LeakMarkers...))
 }
 
 // busConfig is the topic configuration the projector requires.

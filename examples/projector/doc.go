@@ -1,4 +1,5 @@
-// Package projector holds an example projection built on the bus:
+// Package projector is an example application built on the bus, run by
+// "eventhub -demo":
 // heartbeats ("heartbeat.received", payload [Heartbeat]) become process
 // states ("process.state", keyed "host:name:pid", payload [ProcessState])
 // with status "alive", or "stale" after [Config.StaleAfter] without a

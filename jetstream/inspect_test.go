@@ -1,0 +1,114 @@
+package jetstream_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/testutil"
+	"github.com/eventhub/eventhub/jetstream"
+)
+
+// A topic's groups are one set: Groups lists them, and Group, GetCursor and
+// the group actions find each one by the name Groups gives it, whether the
+// bus made its consumer or an operator made one on the topic's subjects (on
+// a family stream, where the bus would name the consumer differently).
+func TestGroupsIsTheOneSetOfGroups(t *testing.T) {
+	b, nc := newBus(t, jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "inv.>", Stream: "INV"}}})
+	ctx := t.Context()
+	e1 := pub(t, b, "inv.orders", `1`, "")
+	pub(t, b, "inv.orders", `2`, "")
+
+	// A group of the bus, one event acknowledged.
+	sub, err := b.Subscribe(ctx, "inv.orders", "billing", func(context.Context, facade.Delivery) error { return nil }, facade.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCursor(t, b, "inv.orders", "billing", 2)
+	_ = sub.Stop(ctx)
+
+	// A consumer an operator made on the topic's subject, outside the hub.
+	ti, err := b.LookupTopic(ctx, "inv.orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := njs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateConsumer(ctx, ti.StreamName, njs.ConsumerConfig{
+		Durable: "audit", FilterSubject: "inv.orders", AckPolicy: njs.AckExplicitPolicy,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// A group of another topic of the family is not one of this topic's.
+	pub(t, b, "inv.returns", `3`, "")
+	if _, err := b.Subscribe(ctx, "inv.returns", "billing", func(context.Context, facade.Delivery) error { return nil }, facade.SubscribeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// An ordered consumer (no acks) is not a group.
+	if _, err := js.OrderedConsumer(ctx, ti.StreamName, njs.OrderedConsumerConfig{}); err != nil {
+		t.Fatal(err)
+	}
+
+	groups, err := b.Groups(ctx, "inv.orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 2 || groups[0].Group != "audit" || groups[1].Group != "billing" {
+		t.Fatalf("groups %+v, want audit and billing", groups)
+	}
+	if g := groups[1]; g.Cursor.LastSeq != 2 || g.Lag != 0 || g.Consumer == "" {
+		t.Fatalf("billing %+v, want cursor 2, lag 0", g)
+	}
+	if g := groups[0]; g.Cursor.LastSeq != 0 || g.Pending != 2 || g.Lag != 2 {
+		t.Fatalf("audit %+v, want cursor 0, 2 pending", g)
+	}
+	for _, g := range groups {
+		c, err := b.GetCursor(ctx, "inv.orders", g.Group)
+		if err != nil || c.LastSeq != g.Cursor.LastSeq {
+			t.Fatalf("GetCursor(%s) = %+v, %v; Groups says %d", g.Group, c, err, g.Cursor.LastSeq)
+		}
+		one, err := b.Group(ctx, "inv.orders", g.Group)
+		if err != nil || one.Consumer != g.Consumer {
+			t.Fatalf("Group(%s) = %+v, %v", g.Group, one, err)
+		}
+	}
+	if _, err := b.GetCursor(ctx, "inv.orders", "nobody"); !errors.Is(err, facade.ErrNotFound) {
+		t.Fatalf("GetCursor of a missing group: %v", err)
+	}
+
+	g, err := b.SeekGroup(ctx, "inv.orders", "audit", e1.Seq+1)
+	if err != nil || g.Pending != 1 {
+		t.Fatalf("SeekGroup: %+v, %v; want 1 pending", g, err)
+	}
+	lag, err := b.GroupLag(ctx, "inv.orders", "audit")
+	if err != nil || lag.Oldest == nil || lag.Oldest.Seq != 2 || lag.StreamLastSeq != 3 {
+		t.Fatalf("GroupLag: %+v, %v; want oldest 2, stream tail 3", lag, err)
+	}
+	if err := b.DeleteGroup(ctx, "inv.orders", "audit"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Group(ctx, "inv.orders", "audit"); !errors.Is(err, facade.ErrNotFound) {
+		t.Fatalf("Group after DeleteGroup: %v", err)
+	}
+}
+
+func waitCursor(t *testing.T, b *jetstream.Bus, topic, group string, seq uint64) {
+	t.Helper()
+	testutil.CheckFor(t, 10*time.Second, func() error {
+		c, err := b.GetCursor(t.Context(), topic, group)
+		if err != nil {
+			return err
+		}
+		if c.LastSeq != seq {
+			return fmt.Errorf("cursor %d, want %d", c.LastSeq, seq)
+		}
+		return nil
+	})
+}
