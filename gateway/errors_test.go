@@ -399,6 +399,9 @@ func TestErrorCodes(t *testing.T) {
 		t.Run(tc.code+"/"+tc.name, tc.run)
 	}
 	for _, ci := range wire.Codes() {
+		if !ci.ERR && ci.Close == 0 {
+			continue // HTTP only: the ops endpoints' tests produce it
+		}
 		if !covered[ci.Code] {
 			t.Errorf("code %s has no test", ci.Code)
 		}

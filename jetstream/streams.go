@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
@@ -116,7 +117,7 @@ func (b *Bus) lookupTopic(ctx context.Context, topic string, create bool) (*topi
 	}
 	s, err := b.js.CreateStream(ctx, sc)
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		s, err = b.js.Stream(ctx, sc.Name)
+		s, err = b.streamJustCreated(ctx, sc.Name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("create stream %s for %s: %w", sc.Name, topic, translate(err))
@@ -124,6 +125,27 @@ func (b *Bus) lookupTopic(ctx context.Context, topic string, create bool) (*topi
 	b.log.Info("stream created", "stream", sc.Name, "topic", topic, "storage", sc.Storage.String(),
 		"max_age", sc.MaxAge, "compaction", tc.Compaction, "replicas", sc.Replicas)
 	return b.topicFromStream(ctx, topic, s)
+}
+
+// streamJustCreated looks up a stream that another hub may have created a
+// moment ago: on a cluster the node this hub talks to can answer "not
+// found" until the stream's creation has reached it, so it asks again, for
+// up to a second.
+func (b *Bus) streamJustCreated(ctx context.Context, name string) (jetstream.Stream, error) {
+	wait := 20 * time.Millisecond
+	deadline := time.Now().Add(time.Second)
+	for {
+		s, err := b.js.Stream(ctx, name)
+		if !errors.Is(err, jetstream.ErrStreamNotFound) || time.Now().Add(wait).After(deadline) {
+			return s, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
 }
 
 func (b *Bus) streamTopic(ctx context.Context, topic, name string) (*topicInfo, error) {
@@ -199,11 +221,11 @@ func (b *Bus) compact(ctx context.Context, ti *topicInfo) error {
 		return fmt.Errorf("%w: topic %s is configured with compaction, but stream %s keeps every event and is not the hub's own; "+
 			"to compact it run: nats stream edit %s --max-msgs-per-subject 1", facade.ErrNotCompacted, ti.topic, ti.name, ti.name)
 	}
-	info, err := ti.stream.Info(ctx)
+	s, err := b.streamJustCreated(ctx, ti.name)
 	if err != nil {
 		return fmt.Errorf("%w: stream %s: %w", facade.ErrUnavailable, ti.name, err)
 	}
-	sc := info.Config
+	sc := s.CachedInfo().Config
 	sc.MaxMsgsPerSubject = 1
 	if _, err := b.js.UpdateStream(ctx, sc); err != nil {
 		return fmt.Errorf("compact stream %s of %s: %w", ti.name, ti.topic, translate(err))
