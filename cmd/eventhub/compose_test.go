@@ -591,9 +591,14 @@ func checkNativeClients(t *testing.T, nodes map[string]*natsNode, h *hubProc, to
 			t.Fatal(err)
 		}
 		payload := fmt.Sprintf(`{"native":%q}`, name)
-		if _, err := js.Publish(ctx, topic, []byte(payload)); err != nil {
-			t.Fatalf("%s: a scoped token's js.Publish to %s: %v", name, topic, err)
-		}
+		// Right after the cluster starts the stream may still be electing
+		// its leader: a publish then gets no response, and is retried.
+		testutil.CheckFor(t, 15*time.Second, func() error {
+			if _, err := js.Publish(ctx, topic, []byte(payload)); err != nil {
+				return fmt.Errorf("%s: a scoped token's js.Publish to %s: %w", name, topic, err)
+			}
+			return nil
+		})
 		stream, err := js.StreamNameBySubject(ctx, topic)
 		if err != nil {
 			t.Fatalf("%s: stream by subject: %v", name, err)
@@ -602,9 +607,18 @@ func checkNativeClients(t *testing.T, nodes map[string]*natsNode, h *hubProc, to
 		if err != nil {
 			t.Fatalf("%s: stream info: %v", name, err)
 		}
-		if m, err := s.GetLastMsgForSubject(ctx, topic); err != nil || string(m.Data) != payload {
-			t.Fatalf("%s: last by subject: %v", name, err)
-		}
+		// A direct get may be answered by a replica that has not applied the
+		// publish yet: it catches up within moments.
+		testutil.CheckFor(t, 10*time.Second, func() error {
+			m, err := s.GetLastMsgForSubject(ctx, topic)
+			if err != nil {
+				return fmt.Errorf("%s: last by subject: %w", name, err)
+			}
+			if string(m.Data) != payload {
+				return fmt.Errorf("%s: last by subject is %s, want %s", name, m.Data, payload)
+			}
+			return nil
+		})
 		refused := func(subject string, call func(context.Context) error) {
 			t.Helper()
 			for len(errs) > 0 {
