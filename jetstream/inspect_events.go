@@ -115,13 +115,20 @@ func (b *Bus) DeleteEvent(ctx context.Context, topic string, seq uint64) error {
 		return err
 	}
 	err = ti.stream.DeleteMsg(ctx, seq)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
+	if errors.Is(err, jetstream.ErrMsgNotFound) || noMessage(err) {
 		return fmt.Errorf("%w: topic %s has no event at %d", facade.ErrNotFound, ti.topic, seq)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: stream %s: %w", facade.ErrUnavailable, ti.name, err)
 	}
 	return nil
+}
+
+// noMessage reports whether err is the server's answer to deleting a
+// message that is not there: nats.go reports it as a failed delete with
+// the server's description in the text ("no message found").
+func noMessage(err error) bool {
+	return errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful) && strings.Contains(err.Error(), "no message found")
 }
 
 // Scan reads the events of topic that s selects, in order, through a
