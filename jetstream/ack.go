@@ -10,9 +10,40 @@ import (
 )
 
 // deadLetter copies d's event to the topic's dead-letter topic, then
-// terminates it in the group. If the copy fails the event is handed back, so
-// it is never lost: the next delivery tries again.
+// terminates it in the group. The copy runs on a goroutine of the bus, so a
+// dead-letter topic that does not answer never stalls the member's pull
+// loop; at most maxDeadLettersInFlight copies run at once. An event that
+// finds no room, or whose copy fails, is handed back, so it is never lost:
+// the next delivery tries again.
 func (s *subscription) deadLetter(d *delivery, reason string) {
+	b := s.b
+	select {
+	case b.deadLetters <- struct{}{}:
+	default:
+		b.log.Warn("dead-letter copies at their limit; event handed back", "topic", d.rec.Topic, "group", s.group,
+			"id", d.rec.ID, "in_flight", maxDeadLettersInFlight)
+		_ = d.msg.NakWithDelay(b.cfg.MaxRetryBackoff)
+		return
+	}
+	b.subsMu.Lock()
+	if b.closed {
+		b.subsMu.Unlock()
+		<-b.deadLetters
+		_ = d.msg.Nak() // closing: the next delivery tries again
+		return
+	}
+	b.wg.Add(1)
+	b.subsMu.Unlock()
+	go func() {
+		defer b.wg.Done()
+		defer func() { <-b.deadLetters }()
+		s.copyToDeadLetters(d, reason)
+	}()
+}
+
+// copyToDeadLetters publishes d's dead letter and terminates d, or hands
+// it back when the publish fails.
+func (s *subscription) copyToDeadLetters(d *delivery, reason string) {
 	e := d.rec
 	h := make(map[string]string, len(e.Headers)+6)
 	for k, v := range e.Headers {
@@ -24,7 +55,7 @@ func (s *subscription) deadLetter(d *delivery, reason string) {
 	h["dlq_seq"] = strconv.FormatUint(e.Seq, 10)
 	h["dlq_attempts"] = strconv.Itoa(min(d.attempt, s.opts.MaxAttempts))
 	h["dlq_reason"] = truncate(reason, 512)
-	ctx, cancel := s.b.withTimeout(context.Background())
+	ctx, cancel := context.WithTimeout(s.b.copying, s.b.cfg.RequestTimeout)
 	defer cancel()
 	_, err := s.b.Publish(ctx, facade.DeadLetterTopic(e.Topic), json.RawMessage(e.Payload), facade.PublishOptions{
 		ID:        deadLetterID(e.ID, s.group),

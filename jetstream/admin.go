@@ -104,7 +104,3 @@ func (b *Bus) DeleteTopic(ctx context.Context, topic string) error {
 	b.log.Warn("stream deleted", "stream", ti.name, "topic", topic)
 	return nil
 }
-
-// SubjectOfKey returns the subject that holds the events of key on topic
-// (what a purge by key removes).
-func SubjectOfKey(topic, key string) string { return subjectFor(topic, key) }

@@ -55,8 +55,19 @@ type Bus struct {
 
 	released released // deliveries that reached no one, not counted as attempts
 
-	wg sync.WaitGroup // subscriptions' goroutines
+	wg sync.WaitGroup // subscriptions' goroutines and dead-letter copies
+
+	// deadLetters holds a slot per dead-letter copy in flight
+	// (maxDeadLettersInFlight); copying cancels the copies still running
+	// when Shutdown's ctx ends.
+	deadLetters   chan struct{}
+	copying       context.Context
+	cancelCopying context.CancelFunc
 }
+
+// maxDeadLettersInFlight bounds the dead-letter copies a Bus runs at once;
+// an event that finds no room is handed back and tried again later.
+const maxDeadLettersInFlight = 64
 
 // New returns a Bus on an existing connection. The Bus does not close nc.
 func New(nc *nats.Conn, cfg Config) (*Bus, error) {
@@ -78,6 +89,7 @@ func New(nc *nats.Conn, cfg Config) (*Bus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
+	copying, cancelCopying := context.WithCancel(context.Background())
 	return &Bus{
 		cfg:       cfg,
 		log:       cfg.Logger,
@@ -87,6 +99,10 @@ func New(nc *nats.Conn, cfg Config) (*Bus, error) {
 		topics:    make(map[string]*topicInfo),
 		subs:      make(map[*subscription]struct{}),
 		done:      make(chan struct{}),
+
+		deadLetters:   make(chan struct{}, maxDeadLettersInFlight),
+		copying:       copying,
+		cancelCopying: cancelCopying,
 	}, nil
 }
 
@@ -302,11 +318,14 @@ func (b *Bus) Shutdown(ctx context.Context) error {
 	}
 	done := make(chan struct{})
 	go func() { b.wg.Wait(); close(done) }()
+	stopCopies := context.AfterFunc(ctx, b.cancelCopying)
 	select {
 	case <-done:
 	case <-ctx.Done():
 		errs = append(errs, ctx.Err())
 	}
+	stopCopies()
+	b.cancelCopying()
 	b.expiry.close()
 	if b.ownConn {
 		// Flush acks and naks before closing.

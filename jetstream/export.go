@@ -1,18 +1,15 @@
 package jetstream
 
-// Exported wrappers for the ops package (cursors, lag, topics, replay). This
-// file only exposes what the bus already does internally; it adds no
-// behaviour of its own.
+// Where a topic is stored, and the positions in it: lookups for the ops
+// endpoints, gateways and tests. This file only exposes what the bus
+// already does internally; it adds no behaviour of its own.
 
 import (
 	"context"
 	"slices"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/eventhub/eventhub/facade"
 )
 
 // TopicInfo describes the stream that holds a topic. It is a snapshot:
@@ -42,17 +39,6 @@ type TopicInfo struct {
 // topic.
 func (ti *TopicInfo) ConsumerName(group string) string {
 	return consumerNameFor(group, ti.Topic, ti.Shared)
-}
-
-// KeyFilter returns the filter subject of the topic's events with key
-// (a non-empty key): the subject the bus publishes them on. It returns
-// false when the stream does not capture the topic's keyed subjects, so
-// that no event of the topic has a key. It is a pure function.
-func (ti *TopicInfo) KeyFilter(key string) (string, bool) {
-	if !ti.Keyed || key == "" {
-		return "", false
-	}
-	return subjectFor(ti.Topic, key), true
 }
 
 // LookupTopic returns where topic is stored, without creating anything. It
@@ -107,15 +93,6 @@ func (b *Bus) SeqAtTime(ctx context.Context, topic string, t time.Time) (uint64,
 		return 0, err
 	}
 	return b.seqAtTime(ctx, ti, t)
-}
-
-// DecodeMsg turns a stored message into the event record the bus delivers
-// for it (the same decoding as subscriptions): envelope headers become
-// fields, a message without them (from a plain NATS client) gets its
-// synthesised id and stored time. The record's Payload aliases data.
-// It is a pure function.
-func DecodeMsg(subject string, h nats.Header, data []byte, seq uint64, stored time.Time) *facade.EventRecord {
-	return fromMsg(subject, h, data, seq, stored)
 }
 
 // Closed reports whether Close or Shutdown was called. A closed bus may

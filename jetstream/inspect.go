@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/inspect"
 )
 
 // Metadata keys the bus sets on the durable consumer of a group.
@@ -24,49 +25,14 @@ const (
 	metaTopic = "eventhub_topic"
 )
 
-// GroupInfo is a group of a topic as the server reports it. It is a
-// snapshot: never updated, safe to share.
-type GroupInfo struct {
-	// Group is the group's name; Consumer the name of its durable consumer.
-	Group    string
-	Consumer string
-	// Cursor is the group's ack floor: every event up to it is
-	// acknowledged. Its LastID and LastTS are empty when nothing is
-	// acknowledged or that event is gone.
-	Cursor facade.CursorPosition
-	// DeliveredSeq is the stream sequence last delivered.
-	DeliveredSeq uint64
-	// Pending: events not yet delivered; AckPending: delivered and not yet
-	// settled (in flight); Lag = Pending + AckPending.
-	Pending     uint64
-	AckPending  int
-	Lag         uint64
-	Redelivered int
-	// Waiting counts the members' pull requests waiting for events.
-	Waiting int
-	// Paused: the group is paused; PauseRemaining is how long for.
-	Paused         bool
-	PauseRemaining time.Duration
-	// LastActive is when the group last had an event delivered (zero:
-	// never).
-	LastActive time.Time
-	// Filters are the subjects the group reads: its consumer's filter
-	// subjects, or the topic's when it has none.
-	Filters []string
-}
-
-// GroupLag is a group with the oldest event it has not acknowledged and
-// the stream's tail.
-type GroupLag struct {
-	GroupInfo
-	// Oldest is the topic's first event after the cursor; nil when Lag is
-	// 0 or it could not be read. OldestStored is when the stream stored it.
-	Oldest       *facade.EventRecord
-	OldestStored time.Time
-	// StreamLastSeq and StreamLastTime: the stream's last event.
-	StreamLastSeq  uint64
-	StreamLastTime time.Time
-}
+type (
+	// GroupInfo is a group of a topic as the server reports it
+	// ([inspect.GroupInfo]).
+	GroupInfo = inspect.GroupInfo
+	// GroupLag is a group with its oldest unacknowledged event
+	// ([inspect.GroupLag]).
+	GroupLag = inspect.GroupLag
+)
 
 // groupConsumer is a group of a topic and its consumer's info.
 type groupConsumer struct {

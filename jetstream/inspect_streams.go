@@ -10,47 +10,15 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/inspect"
 )
 
-// MaxListedTopics bounds the topics [Bus.Streams] lists for one family
-// stream.
-const MaxListedTopics = 1000
-
-// StreamDescription is a stream that holds topics: its configuration,
-// state, topics and groups. It is a snapshot.
-type StreamDescription struct {
-	Name     string
-	Subjects []string
-	// Topics are the topics the stream holds: its literal subjects, the
-	// topics a family stream has events of, and the topics of its groups;
-	// sorted, at most MaxListedTopics (TopicsTruncated when there are
-	// more).
-	Topics          []string
-	TopicsTruncated bool
-	Messages        uint64
-	Bytes           uint64
-	FirstSeq        uint64
-	FirstTime       time.Time
-	LastSeq         uint64
-	LastTime        time.Time
-	MaxAge          time.Duration
-	MaxBytes        int64
-	// Compaction: the stream keeps one event per subject.
-	Compaction bool
-	// Storage is "file" or "memory".
-	Storage   string
-	Replicas  int
-	Consumers int
-	// Groups are the consumers with acks on the stream (ordered consumers
-	// and replays are not groups), sorted by topic and group.
-	Groups      []GroupConsumer
-	Description string
-}
+// StreamDescription is a stream that holds topics ([inspect.StreamDescription]).
+type StreamDescription = inspect.StreamDescription
 
 // Streams describes the streams that hold topics: the streams the hub
 // created (EH_*), streams capturing a configured topic pattern, and any
@@ -110,7 +78,7 @@ func (b *Bus) storedTopics(ctx context.Context, si *jetstream.StreamInfo, topics
 			return fmt.Errorf("%w: subjects of %s: %w", facade.ErrUnavailable, si.Config.Name, err)
 		}
 		for subj := range info.State.Subjects {
-			if len(topics) > MaxListedTopics {
+			if len(topics) > inspect.MaxListedTopics {
 				return nil
 			}
 			topic, _, _ := strings.Cut(subj, "._k.")
@@ -183,7 +151,7 @@ func (b *Bus) describeStream(ctx context.Context, si *jetstream.StreamInfo, conf
 	if err := b.storedTopics(ctx, si, topics); err != nil {
 		return s, false, err
 	}
-	if len(topics) > MaxListedTopics {
+	if len(topics) > inspect.MaxListedTopics {
 		s.TopicsTruncated = true
 	}
 	for _, ci := range consumers {
@@ -200,8 +168,8 @@ func (b *Bus) describeStream(ctx context.Context, si *jetstream.StreamInfo, conf
 		s.Topics = append(s.Topics, t)
 	}
 	slices.Sort(s.Topics)
-	if len(s.Topics) > MaxListedTopics {
-		s.Topics = s.Topics[:MaxListedTopics]
+	if len(s.Topics) > inspect.MaxListedTopics {
+		s.Topics = s.Topics[:inspect.MaxListedTopics]
 	}
 	slices.SortFunc(s.Groups, func(a, b GroupConsumer) int {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Group, b.Group))

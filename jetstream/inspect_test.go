@@ -10,6 +10,7 @@ import (
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/inspect"
 	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/jetstream"
 )
@@ -112,3 +113,57 @@ func waitCursor(t *testing.T, b *jetstream.Bus, topic, group string, seq uint64)
 		return nil
 	})
 }
+
+// On a family stream the event methods see one topic only: Event refuses
+// another topic's sequence, Scan reads the topic's events (or one key's),
+// Purge removes the topic's events and leaves its neighbour's, and
+// DeleteEvent reports an event that is not there.
+func TestEventMethodsStayInTheirTopic(t *testing.T) {
+	b, _ := newBus(t, jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "ev.>", Stream: "EV"}}})
+	ctx := t.Context()
+	a1 := pub(t, b, "ev.a", `1`, "k1")
+	other := pub(t, b, "ev.b", `2`, "")
+	pub(t, b, "ev.a", `3`, "k2")
+	pub(t, b, "ev.a", `4`, "")
+
+	se, err := b.Event(ctx, "ev.a", a1.Seq)
+	if err != nil || se.Event.ID != a1.ID || se.Event.Key != "k1" || se.Subject == "ev.a" || se.Headers == nil {
+		t.Fatalf("Event(ev.a, %d) = %+v, %v", a1.Seq, se, err)
+	}
+	if _, err := b.Event(ctx, "ev.a", other.Seq); !errors.Is(err, facade.ErrNotFound) {
+		t.Fatalf("Event of ev.b's sequence through ev.a: %v, want not found", err)
+	}
+
+	scan := func(key string) []string {
+		var got []string
+		_, end, err := b.Scan(ctx, "ev.a", inspectScan(key), func(se *inspect.StoredEvent) bool {
+			got = append(got, string(se.Event.Payload))
+			return true
+		})
+		if err != nil || !end {
+			t.Fatalf("scan key %q: end %v, %v", key, end, err)
+		}
+		return got
+	}
+	if got := fmt.Sprint(scan("")); got != "[1 3 4]" {
+		t.Fatalf("scan of ev.a: %s", got)
+	}
+	if got := fmt.Sprint(scan("k2")); got != "[3]" {
+		t.Fatalf("scan of ev.a key k2: %s", got)
+	}
+
+	if n, err := b.Purge(ctx, "ev.a", "k1", 0); err != nil || n != 1 {
+		t.Fatalf("purge of key k1: %d, %v", n, err)
+	}
+	if n, err := b.Purge(ctx, "ev.a", "", 0); err != nil || n != 2 {
+		t.Fatalf("purge of ev.a: %d, %v", n, err)
+	}
+	if n, err := b.TopicCount(ctx, "ev.b"); err != nil || n != 1 {
+		t.Fatalf("ev.b after purging ev.a: %d events, %v", n, err)
+	}
+	if err := b.DeleteEvent(ctx, "ev.a", a1.Seq); !errors.Is(err, facade.ErrNotFound) {
+		t.Fatalf("delete of a purged event: %v, want not found", err)
+	}
+}
+
+func inspectScan(key string) inspect.Scan { return inspect.Scan{Key: key, From: 1, Max: 100} }

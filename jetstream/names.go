@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/inspect"
 )
 
 // TopicStream describes a stream that holds topics, as native NATS clients
@@ -27,12 +28,9 @@ type TopicStream struct {
 	Groups []GroupConsumer
 }
 
-// GroupConsumer is the durable consumer of a hub group.
-type GroupConsumer struct {
-	Consumer string
-	Topic    string
-	Group    string
-}
+// GroupConsumer is the durable consumer of a hub group
+// ([inspect.GroupConsumer]).
+type GroupConsumer = inspect.GroupConsumer
 
 // ConsumerName is the name of the durable consumer that holds group of
 // topic, on the hub's own stream of the topic (shared false) or on a

@@ -6,13 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
-
-	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/gateway"
-	"github.com/eventhub/eventhub/jetstream"
+	"github.com/eventhub/eventhub/inspect"
 )
 
 // SessionDirectory lists the WebSocket sessions of a gateway and
@@ -191,7 +188,7 @@ func boolParam(r *http.Request, name string) (bool, error) {
 }
 
 // topicGroup resolves the topic and group a group action names.
-func (h *Handler) topicGroup(ctx context.Context, r *http.Request) (*jetstream.TopicInfo, string, error) {
+func (h *Handler) topicGroup(ctx context.Context, r *http.Request) (*inspect.Topic, string, error) {
 	ti, err := h.lookupTopic(ctx, r)
 	if err != nil {
 		return nil, "", err
@@ -201,69 +198,4 @@ func (h *Handler) topicGroup(ctx context.Context, r *http.Request) (*jetstream.T
 		return nil, "", err
 	}
 	return ti, group, nil
-}
-
-// scan reads the messages of a stream on filters from sequence from on,
-// in order, through a short-lived consumer deleted on return, and calls fn
-// for each until fn returns false, max messages were read, or the stream
-// has no more. It returns the sequence to go on from and whether the end
-// was reached. It never holds more than one fetch batch.
-func (h *Handler) scan(ctx context.Context, stream njs.Stream, filters []string, from uint64, max int, headersOnly bool,
-	fn func(msg njs.Msg, meta *njs.MsgMetadata) bool) (next uint64, end bool, err error) {
-	next = max64(from, 1)
-	cc := njs.ConsumerConfig{
-		DeliverPolicy:     njs.DeliverByStartSequencePolicy,
-		OptStartSeq:       next,
-		AckPolicy:         njs.AckNonePolicy,
-		HeadersOnly:       headersOnly,
-		MemoryStorage:     true,
-		InactiveThreshold: 30 * time.Second,
-	}
-	if len(filters) == 1 {
-		cc.FilterSubject = filters[0]
-	} else {
-		cc.FilterSubjects = filters
-	}
-	cons, err := stream.CreateConsumer(ctx, cc)
-	if err != nil {
-		return next, false, fmt.Errorf("%w: read %s: %w", facade.ErrUnavailable, stream.CachedInfo().Config.Name, err)
-	}
-	defer deleteConsumer(ctx, h.bus, stream.CachedInfo().Config.Name, cons)
-	read := 0
-	for read < max {
-		batch, err := cons.FetchNoWait(min(256, max-read))
-		if err != nil {
-			return next, false, fmt.Errorf("%w: read %s: %w", facade.ErrUnavailable, stream.CachedInfo().Config.Name, err)
-		}
-		n := 0
-		for msg := range batch.Messages() {
-			n++
-			read++
-			meta, err := msg.Metadata()
-			if err != nil {
-				continue
-			}
-			next = meta.Sequence.Stream + 1
-			if !fn(msg, meta) {
-				return next, meta.NumPending == 0, nil
-			}
-			if meta.NumPending == 0 {
-				return next, true, nil
-			}
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, njs.ErrNoMessages) {
-			return next, false, fmt.Errorf("%w: read %s: %w", facade.ErrUnavailable, stream.CachedInfo().Config.Name, err)
-		}
-		if n == 0 {
-			return next, true, nil
-		}
-	}
-	return next, false, nil
-}
-
-func max64(a, b uint64) uint64 {
-	if a > b {
-		return a
-	}
-	return b
 }

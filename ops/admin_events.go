@@ -10,12 +10,10 @@ import (
 	"strconv"
 	"strings"
 
-	njs "github.com/nats-io/nats.go/jetstream"
-
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/inspect"
 	"github.com/eventhub/eventhub/internal/eventjson"
 	"github.com/eventhub/eventhub/internal/hashid"
-	"github.com/eventhub/eventhub/jetstream"
 )
 
 // storedEventJSON is one stored message: the event as subscribers get it,
@@ -27,16 +25,12 @@ type storedEventJSON struct {
 	Headers  map[string][]string `json:"headers"`
 }
 
-func storedEvent(e *facade.EventRecord, subject string, h map[string][]string, storedMs int64) storedEventJSON {
+func storedEvent(se *inspect.StoredEvent) storedEventJSON {
+	h := se.Headers
 	if h == nil {
 		h = map[string][]string{}
 	}
-	return storedEventJSON{Event: eventjson.Append(nil, e), Subject: subject, StoredTS: storedMs, Headers: h}
-}
-
-// ofTopic reports whether a subject of ti's stream belongs to ti's topic.
-func ofTopic(ti *jetstream.TopicInfo, subject string) bool {
-	return subject == ti.Topic || (ti.Keyed && strings.HasPrefix(subject, ti.Topic+"._k."))
+	return storedEventJSON{Event: eventjson.Append(nil, se.Event), Subject: se.Subject, StoredTS: se.Stored.UnixMilli(), Headers: h}
 }
 
 // adminEvent answers one event of ?topic= by ?seq= or ?id=, with the
@@ -64,17 +58,12 @@ func (h *Handler) adminEvent(w http.ResponseWriter, r *http.Request, _ string) {
 		h.writeError(w, r, fmt.Errorf("%w: query parameter seq or id is required", ErrBadRequest))
 		return
 	}
-	raw, err := ti.Stream.GetMsg(ctx, seq)
-	if errors.Is(err, njs.ErrMsgNotFound) || err == nil && !ofTopic(ti, raw.Subject) {
-		h.writeError(w, r, fmt.Errorf("%w: topic %s has no event at %d", facade.ErrNotFound, ti.Topic, seq))
-		return
-	}
+	se, err := h.bus.Event(ctx, ti.Topic, seq)
 	if err != nil {
-		h.writeError(w, r, fmt.Errorf("%w: stream %s: %w", facade.ErrUnavailable, ti.StreamName, err))
+		h.writeError(w, r, err)
 		return
 	}
-	e := jetstream.DecodeMsg(raw.Subject, raw.Header, raw.Data, raw.Sequence, raw.Time)
-	writeJSON(w, http.StatusOK, storedEvent(e, raw.Subject, raw.Header, raw.Time.UnixMilli()))
+	writeJSON(w, http.StatusOK, storedEvent(se))
 }
 
 type browseJSON struct {
@@ -111,30 +100,24 @@ func (h *Handler) adminBrowse(w http.ResponseWriter, r *http.Request, _ string) 
 		return
 	}
 	v := r.URL.Query()
-	filters := ti.Filters
-	if v.Has("key") {
-		if key := v.Get("key"); key != "" && ti.Keyed {
-			filters = []string{jetstream.SubjectOfKey(ti.Topic, key)}
-		} else {
-			filters = nil // no event has this key
-		}
-	}
+	key := v.Get("key")
+	noKey := v.Has("key") && (key == "" || !ti.Keyed) // no event has this key
 	tag, causedBy := v.Get("tag"), v.Get("causedBy")
 	out := browseJSON{Topic: ti.Topic, Events: []storedEventJSON{}, Next: from}
-	if from > to || filters == nil {
-		out.End, out.Next = true, max64(from, to+1)
+	if from > to || noKey {
+		out.End, out.Next = true, max(from, to+1)
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	next, end, err := h.scan(ctx, ti.Stream, filters, from, maxScan, false, func(msg njs.Msg, meta *njs.MsgMetadata) bool {
-		if meta.Sequence.Stream > to {
+	next, end, err := h.bus.Scan(ctx, ti.Topic, inspect.Scan{Key: key, From: from, Max: maxScan}, func(se *inspect.StoredEvent) bool {
+		e := se.Event
+		if e.Seq > to {
 			return false
 		}
-		e := jetstream.DecodeMsg(msg.Subject(), msg.Headers(), msg.Data(), meta.Sequence.Stream, meta.Timestamp)
 		if (tag == "" || slices.Contains(e.Tags, tag)) && (causedBy == "" || slices.Contains(e.CausedBy, causedBy)) {
-			out.Events = append(out.Events, storedEvent(e, msg.Subject(), msg.Headers(), meta.Timestamp.UnixMilli()))
+			out.Events = append(out.Events, storedEvent(se))
 		}
-		return len(out.Events) < int(limit) && meta.Sequence.Stream < to
+		return len(out.Events) < int(limit) && e.Seq < to
 	})
 	if err != nil {
 		h.writeError(w, r, err)
@@ -185,7 +168,7 @@ type deadLettersJSON struct {
 }
 
 // deadLetterTopic looks up <topic>.dlq; ErrNotFound when it does not exist.
-func (h *Handler) deadLetterTopic(ctx context.Context, r *http.Request) (string, *jetstream.TopicInfo, error) {
+func (h *Handler) deadLetterTopic(ctx context.Context, r *http.Request) (string, *inspect.Topic, error) {
 	topic, err := param(r, "topic")
 	if err != nil {
 		return "", nil, err
@@ -194,7 +177,7 @@ func (h *Handler) deadLetterTopic(ctx context.Context, r *http.Request) (string,
 		topic = strings.TrimSuffix(topic, "."+facade.DeadLetterSuffix) // either name works
 	}
 	dlq := facade.DeadLetterTopic(topic)
-	ti, err := h.bus.LookupTopic(ctx, dlq)
+	ti, err := h.bus.Topic(ctx, dlq)
 	if errors.Is(err, facade.ErrNotFound) {
 		return topic, nil, fmt.Errorf("%w: topic %s has no dead letters (%s does not exist)", facade.ErrNotFound, topic, dlq)
 	}
@@ -227,9 +210,8 @@ func (h *Handler) adminDeadLetters(w http.ResponseWriter, r *http.Request, _ str
 		return
 	}
 	out := deadLettersJSON{Topic: topic, DeadLetterTopic: ti.Topic, DeadLetters: []deadLetterJSON{}}
-	next, end, err := h.scan(ctx, ti.Stream, ti.Filters, uint64(after)+1, int(limit), false, func(msg njs.Msg, meta *njs.MsgMetadata) bool {
-		e := jetstream.DecodeMsg(msg.Subject(), msg.Headers(), msg.Data(), meta.Sequence.Stream, meta.Timestamp)
-		out.DeadLetters = append(out.DeadLetters, deadLetterOf(e, topic, meta.Timestamp.UnixMilli()))
+	next, end, err := h.bus.Scan(ctx, ti.Topic, inspect.Scan{From: uint64(after) + 1, Max: int(limit)}, func(se *inspect.StoredEvent) bool {
+		out.DeadLetters = append(out.DeadLetters, deadLetterOf(se.Event, topic, se.Stored.UnixMilli()))
 		return true
 	})
 	if err != nil {
@@ -365,12 +347,12 @@ func (h *Handler) deadLetterAction(w http.ResponseWriter, r *http.Request, verb 
 	var done []*redrivenJSON
 	count := 0
 	var actErr error
-	next, end, err := h.scan(ctx, ti.Stream, ti.Filters, from, maxBatchAction, false, func(msg njs.Msg, meta *njs.MsgMetadata) bool {
-		seq := meta.Sequence.Stream
+	next, end, err := h.bus.Scan(ctx, ti.Topic, inspect.Scan{From: from, Max: maxBatchAction}, func(se *inspect.StoredEvent) bool {
+		e := se.Event
+		seq := e.Seq
 		if seq > to {
 			return false
 		}
-		e := jetstream.DecodeMsg(msg.Subject(), msg.Headers(), msg.Data(), seq, meta.Timestamp)
 		if fn != nil {
 			d, err := fn(ctx, topic, e)
 			if err != nil {
@@ -380,8 +362,8 @@ func (h *Handler) deadLetterAction(w http.ResponseWriter, r *http.Request, verb 
 			done = append(done, d)
 		}
 		if !keep {
-			if err := ti.Stream.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, njs.ErrMsgNotFound) {
-				actErr = fmt.Errorf("%w: delete dead letter %d: %w", facade.ErrUnavailable, seq, err)
+			if err := h.bus.DeleteEvent(ctx, ti.Topic, seq); err != nil && !errors.Is(err, facade.ErrNotFound) {
+				actErr = fmt.Errorf("delete dead letter %d: %w", seq, err)
 				return false
 			}
 		}

@@ -8,10 +8,8 @@ import (
 	"strings"
 	"time"
 
-	njs "github.com/nats-io/nats.go/jetstream"
-
 	"github.com/eventhub/eventhub/facade"
-	"github.com/eventhub/eventhub/jetstream"
+	"github.com/eventhub/eventhub/inspect"
 )
 
 // adminGroupJSON is one group in the admin API: its cursor and counts,
@@ -78,7 +76,7 @@ func (h *Handler) adminGroups(w http.ResponseWriter, r *http.Request, _ string) 
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (h *Handler) adminGroupOf(topic string, gi *jetstream.GroupInfo, dead int, atLeast bool) adminGroupJSON {
+func (h *Handler) adminGroupOf(topic string, gi *inspect.GroupInfo, dead int, atLeast bool) adminGroupJSON {
 	g := adminGroupJSON{
 		Topic: topic, cursorJSON: cursorOf(gi), InFlight: gi.AckPending,
 		DeadLettered: dead, DeadLetteredAtLeast: atLeast,
@@ -93,18 +91,13 @@ func (h *Handler) adminGroupOf(topic string, gi *jetstream.GroupInfo, dead int, 
 // headers of at most maxScan messages of <topic>.dlq.
 func (h *Handler) deadLetterCounts(ctx context.Context, topic string) (map[string]int, bool, error) {
 	counts := map[string]int{}
-	ti, err := h.bus.LookupTopic(ctx, facade.DeadLetterTopic(topic))
+	_, end, err := h.bus.Scan(ctx, facade.DeadLetterTopic(topic), inspect.Scan{From: 1, Max: maxScan, HeadersOnly: true}, func(e *inspect.StoredEvent) bool {
+		counts[e.Event.Headers["dlq_group"]]++
+		return true
+	})
 	if errors.Is(err, facade.ErrNotFound) {
 		return counts, false, nil
 	}
-	if err != nil {
-		return nil, false, err
-	}
-	_, end, err := h.scan(ctx, ti.Stream, ti.Filters, 1, maxScan, true, func(msg njs.Msg, meta *njs.MsgMetadata) bool {
-		e := jetstream.DecodeMsg(msg.Subject(), msg.Headers(), nil, meta.Sequence.Stream, meta.Timestamp)
-		counts[e.Headers["dlq_group"]]++
-		return true
-	})
 	if err != nil {
 		return nil, false, err
 	}
@@ -136,12 +129,12 @@ func (h *Handler) adminSeek(w http.ResponseWriter, r *http.Request, _ string) {
 	case PosNone, PosEarliest:
 		next = 1
 	case PosLatest:
-		info, err := ti.Stream.Info(ctx)
+		st, err := h.bus.StreamState(ctx, ti.Topic)
 		if err != nil {
-			h.writeError(w, r, fmt.Errorf("%w: stream %s: %w", facade.ErrUnavailable, ti.StreamName, err))
+			h.writeError(w, r, err)
 			return
 		}
-		next = info.State.LastSeq + 1
+		next = st.LastSeq + 1
 	case PosSeq:
 		next = pos.Seq
 	case PosTime:
@@ -159,7 +152,7 @@ func (h *Handler) adminSeek(w http.ResponseWriter, r *http.Request, _ string) {
 
 // writeGroup answers a group's state after an action, with extra fields,
 // or the action's error.
-func (h *Handler) writeGroup(w http.ResponseWriter, r *http.Request, topic string, gi *jetstream.GroupInfo, err error, extra map[string]any) {
+func (h *Handler) writeGroup(w http.ResponseWriter, r *http.Request, topic string, gi *inspect.GroupInfo, err error, extra map[string]any) {
 	if err != nil {
 		h.writeError(w, r, err)
 		return

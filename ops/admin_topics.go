@@ -2,7 +2,6 @@ package ops
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,7 +9,7 @@ import (
 	"time"
 
 	"github.com/eventhub/eventhub/facade"
-	"github.com/eventhub/eventhub/jetstream"
+	"github.com/eventhub/eventhub/inspect"
 )
 
 type adminTopicJSON struct {
@@ -45,7 +44,7 @@ func (h *Handler) adminDescribeTopic(w http.ResponseWriter, r *http.Request, _ s
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (h *Handler) describeTopic(ctx context.Context, ti *jetstream.TopicInfo) (adminTopicJSON, error) {
+func (h *Handler) describeTopic(ctx context.Context, ti *inspect.Topic) (adminTopicJSON, error) {
 	sd, err := h.bus.DescribeStream(ctx, ti.Topic)
 	if err != nil {
 		return adminTopicJSON{}, err
@@ -76,15 +75,11 @@ func (h *Handler) adminDeclareTopic(w http.ResponseWriter, r *http.Request, _ st
 		return
 	}
 	q := r.URL.Query()
-	tc := jetstream.TopicConfig{Pattern: topic}
+	tc := inspect.TopicSettings{Topic: topic}
 	// Start from the existing stream's settings, so that a declare changes
 	// only what it names.
-	if ti, err := h.bus.LookupTopic(ctx, topic); err == nil {
-		sc := ti.Stream.CachedInfo().Config
-		tc.MaxAge, tc.Compaction, tc.DuplicateWindow = sc.MaxAge, sc.MaxMsgsPerSubject == 1, sc.Duplicates
-		if sc.MaxBytes > 0 {
-			tc.MaxBytes = sc.MaxBytes
-		}
+	if ti, err := h.bus.Topic(ctx, topic); err == nil {
+		tc.MaxAge, tc.Compaction, tc.DuplicateWindow, tc.MaxBytes = ti.MaxAge, ti.Compacted, ti.DuplicateWindow, ti.MaxBytes
 	}
 	if q.Has("compaction") {
 		if tc.Compaction, err = boolParam(r, "compaction"); err != nil {
@@ -123,16 +118,12 @@ func (h *Handler) adminDeclareTopic(w http.ResponseWriter, r *http.Request, _ st
 		return
 	}
 	tc.Replicas = int(rep)
-	if err := (jetstream.Config{Topics: []jetstream.TopicConfig{tc}}).Validate(); err != nil {
-		h.writeError(w, r, fmt.Errorf("%w: %w", ErrBadRequest, err))
-		return
-	}
-	name, created, err := h.bus.DeclareTopic(ctx, tc)
+	name, created, err := h.bus.DeclareTopicSettings(ctx, tc)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	ti, err := h.bus.LookupTopic(ctx, topic)
+	ti, err := h.bus.Topic(ctx, topic)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -161,10 +152,8 @@ func (h *Handler) adminPurge(w http.ResponseWriter, r *http.Request, _ string) {
 		return
 	}
 	q := r.URL.Query()
-	var req purgeRequest
-	subjects := ti.Filters
+	key := q.Get("key")
 	if q.Has("key") {
-		key := q.Get("key")
 		if key == "" {
 			h.writeError(w, r, fmt.Errorf("%w: key must not be empty", facade.ErrBadKey))
 			return
@@ -173,15 +162,14 @@ func (h *Handler) adminPurge(w http.ResponseWriter, r *http.Request, _ string) {
 			h.writeError(w, r, fmt.Errorf("%w: the stream of %s does not capture keys", facade.ErrBadKey, ti.Topic))
 			return
 		}
-		subjects = []string{jetstream.SubjectOfKey(ti.Topic, key)}
 	}
+	var upTo uint64
 	if s := q.Get("upTo"); s != "" {
 		pos, err := ParsePosition(s)
 		if err != nil {
 			h.writeError(w, r, fmt.Errorf("upTo: %w", err))
 			return
 		}
-		var upTo uint64
 		switch pos.Kind {
 		case PosSeq:
 			upTo = pos.Seq
@@ -191,11 +179,9 @@ func (h *Handler) adminPurge(w http.ResponseWriter, r *http.Request, _ string) {
 			upTo, err = h.bus.SeqAtTime(ctx, ti.Topic, pos.Time)
 			upTo = max(upTo, 1) - 1
 		case PosLatest:
-			info, ierr := ti.Stream.Info(ctx)
-			err = ierr
-			if ierr == nil {
-				upTo = info.State.LastSeq
-			}
+			var st inspect.StreamState
+			st, err = h.bus.StreamState(ctx, ti.Topic)
+			upTo = st.LastSeq
 		default:
 			upTo = 0
 		}
@@ -207,58 +193,13 @@ func (h *Handler) adminPurge(w http.ResponseWriter, r *http.Request, _ string) {
 			writeJSON(w, http.StatusOK, map[string]any{"topic": ti.Topic, "purged": 0})
 			return
 		}
-		req.Seq = upTo + 1
 	}
-	var purged uint64
-	if !ti.Shared && !q.Has("key") {
-		purged, err = h.purge(ctx, ti.StreamName, req)
-	} else {
-		for _, subj := range subjects {
-			req.Filter = subj
-			n, perr := h.purge(ctx, ti.StreamName, req)
-			purged += n
-			if perr != nil {
-				err = perr
-				break
-			}
-		}
-	}
+	purged, err := h.bus.Purge(ctx, ti.Topic, key, upTo)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"topic": ti.Topic, "purged": purged})
-}
-
-// purgeRequest is JetStream's stream purge request (JSApiStreamPurgeRequest).
-type purgeRequest struct {
-	Filter string `json:"filter,omitempty"`
-	// Seq: purge up to but not including this sequence.
-	Seq uint64 `json:"seq,omitempty"`
-}
-
-// purge sends a stream purge and returns how many messages it removed
-// (nats.go's Purge does not say).
-func (h *Handler) purge(ctx context.Context, stream string, req purgeRequest) (uint64, error) {
-	body, _ := json.Marshal(req)
-	resp, err := h.bus.Conn().RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+stream, body)
-	if err != nil {
-		return 0, fmt.Errorf("%w: purge %s: %w", facade.ErrUnavailable, stream, err)
-	}
-	var pr struct {
-		Success bool   `json:"success"`
-		Purged  uint64 `json:"purged"`
-		Error   *struct {
-			Description string `json:"description"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(resp.Data, &pr); err != nil {
-		return 0, fmt.Errorf("%w: purge %s: %w", facade.ErrUnavailable, stream, err)
-	}
-	if pr.Error != nil {
-		return 0, fmt.Errorf("%w: purge %s: %s", facade.ErrUnavailable, stream, pr.Error.Description)
-	}
-	return pr.Purged, nil
 }
 
 // adminDeleteTopic deletes the hub's own stream of ?topic= with its events

@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
-
-	"github.com/eventhub/eventhub/jetstream"
 )
 
 // Defaults of [Config], applied in one place ([Config.withDefaults]).
@@ -22,9 +20,9 @@ const (
 // Config configures a [Handler]. Only Bus is required; every other zero
 // value means its default.
 type Config struct {
-	// Bus is the event bus whose state the endpoints report. Required. The
-	// Handler never closes it.
-	Bus *jetstream.Bus
+	// Bus is the event bus whose state the endpoints report (a
+	// *jetstream.Bus). Required. The Handler never closes it.
+	Bus Bus
 	// Durability describes the durability the hub runs with; /readyz
 	// reports it as it is (e.g. "default: acknowledged before fsync").
 	Durability string

@@ -7,8 +7,8 @@ import (
 	"net/http"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/inspect"
 	"github.com/eventhub/eventhub/internal/eventjson"
-	"github.com/eventhub/eventhub/jetstream"
 )
 
 // healthz answers 200 while the process serves HTTP.
@@ -53,7 +53,7 @@ func param(r *http.Request, name string) (string, error) {
 }
 
 // lookupTopic finds the stream of the topic named by the query.
-func (h *Handler) lookupTopic(ctx context.Context, r *http.Request) (*jetstream.TopicInfo, error) {
+func (h *Handler) lookupTopic(ctx context.Context, r *http.Request) (*inspect.Topic, error) {
 	topic, err := param(r, "topic")
 	if err != nil {
 		return nil, err
@@ -61,7 +61,7 @@ func (h *Handler) lookupTopic(ctx context.Context, r *http.Request) (*jetstream.
 	if err := facade.ValidateTopic(topic); err != nil {
 		return nil, err
 	}
-	ti, err := h.bus.LookupTopic(ctx, topic)
+	ti, err := h.bus.Topic(ctx, topic)
 	if errors.Is(err, facade.ErrNotFound) {
 		return nil, fmt.Errorf("%w: no stream holds topic %s", facade.ErrNotFound, topic)
 	}
@@ -119,7 +119,7 @@ func (h *Handler) cursors(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func cursorOf(g *jetstream.GroupInfo) cursorJSON {
+func cursorOf(g *inspect.GroupInfo) cursorJSON {
 	return cursorJSON{
 		Group:        g.Group,
 		Consumer:     g.Consumer,
@@ -270,7 +270,7 @@ type streamJSON struct {
 	Groups      []streamGroupJSON `json:"groups"`
 	Description string            `json:"description,omitempty"`
 	// TopicsTruncated: the stream holds more than
-	// jetstream.MaxListedTopics topics;
+	// inspect.MaxListedTopics topics;
 	// Topics lists some of them.
 	TopicsTruncated bool `json:"topicsTruncated,omitempty"`
 }
@@ -298,7 +298,7 @@ func (h *Handler) topics(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func streamOf(sd *jetstream.StreamDescription) streamJSON {
+func streamOf(sd *inspect.StreamDescription) streamJSON {
 	s := streamJSON{
 		Name:            sd.Name,
 		Topics:          sd.Topics,

@@ -13,12 +13,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	njs "github.com/nats-io/nats.go/jetstream"
-
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/inspect"
 	"github.com/eventhub/eventhub/internal/eventjson"
-	"github.com/eventhub/eventhub/jetstream"
 )
 
 // ExportStats reports what an export wrote.
@@ -90,7 +87,7 @@ func WithBufferBytes(n int) ExportOption {
 // [facade.ErrUnknownID] (an id position that is not in the topic),
 // [ErrBadRequest], [facade.ErrUnavailable], ctx's error, or w's error.
 // Export is safe for concurrent use.
-func Export(ctx context.Context, bus *jetstream.Bus, w io.Writer, q Query, opts ...ExportOption) (ExportStats, error) {
+func Export(ctx context.Context, bus Bus, w io.Writer, q Query, opts ...ExportOption) (ExportStats, error) {
 	o := exportOptions{flushEvery: DefaultFlushEvery, bufferBytes: DefaultReplayBufferBytes, resolveTimeout: DefaultRequestTimeout}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
@@ -103,7 +100,7 @@ func Export(ctx context.Context, bus *jetstream.Bus, w io.Writer, q Query, opts 
 // ExportFile exports q (see [Export]) to the file at path, written to a
 // temporary file in the same directory and renamed when complete, so that
 // path never holds a partial export.
-func ExportFile(ctx context.Context, bus *jetstream.Bus, path string, q Query, opts ...ExportOption) (ExportStats, error) {
+func ExportFile(ctx context.Context, bus Bus, path string, q Query, opts ...ExportOption) (ExportStats, error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".partial-*")
 	if err != nil {
 		return ExportStats{}, fmt.Errorf("export: %w", err)
@@ -168,7 +165,7 @@ const (
 )
 
 // export is Export with its options resolved, writing to out.
-func export(ctx context.Context, bus *jetstream.Bus, q Query, o exportOptions, out sink) (ExportStats, error) {
+func export(ctx context.Context, bus Bus, q Query, o exportOptions, out sink) (ExportStats, error) {
 	var st ExportStats
 	if q.Limit < 0 {
 		return st, fmt.Errorf("%w: negative limit %d", ErrBadRequest, q.Limit)
@@ -186,86 +183,40 @@ func export(ctx context.Context, bus *jetstream.Bus, q Query, o exportOptions, o
 	if from > to {
 		return st, out.flush()
 	}
-	cons, err := ti.Stream.OrderedConsumer(ctx, njs.OrderedConsumerConfig{
-		FilterSubjects:    ti.Filters,
-		DeliverPolicy:     njs.DeliverByStartSequencePolicy,
-		OptStartSeq:       from,
-		InactiveThreshold: time.Minute,
-		MaxResetAttempts:  5,
-	})
-	if err != nil {
-		return st, fmt.Errorf("%w: replay consumer on %s: %w", facade.ErrUnavailable, ti.StreamName, err)
-	}
-	it, err := cons.Messages(njs.PullMaxMessages(batchFor(o.bufferBytes, avgSize)))
-	if err != nil {
-		return st, fmt.Errorf("%w: replay consumer on %s: %w", facade.ErrUnavailable, ti.StreamName, err)
-	}
-	stopOnCancel := context.AfterFunc(ctx, it.Stop)
-	defer func() {
-		stopOnCancel()
-		it.Stop()
-		deleteConsumer(ctx, bus, ti.StreamName, cons)
-	}()
-
 	buf := make([]byte, 0, 2*lineBuffer)
 	sinceFlush := 0
 	filtered := q.filtered()
-	var scanned uint64 // the last sequence read
-	wait := njs.NextMaxWait(stallWait)
-	for {
-		msg, err := it.Next(wait)
-		if errors.Is(err, nats.ErrTimeout) {
-			// Nothing arrived for a while: if the range holds no more
-			// events (deleted under us), it is complete.
-			next, ok, err := bus.NextSeq(ctx, ti.Topic, q.Key, max(scanned+1, from))
-			if err == nil && (!ok || next > to) {
-				break
-			}
-			if err != nil && ctx.Err() == nil {
-				return st, err
-			}
-			continue
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return st, ctx.Err()
-			}
-			return st, fmt.Errorf("%w: replay of %s: %w", facade.ErrUnavailable, q.Topic, err)
-		}
-		meta, err := msg.Metadata()
-		if err != nil {
-			return st, fmt.Errorf("replay of %s: %w", q.Topic, err)
-		}
-		seq := meta.Sequence.Stream
-		if seq > to {
-			break
-		}
-		e := jetstream.DecodeMsg(msg.Subject(), msg.Headers(), msg.Data(), seq, meta.Timestamp)
+	rr := inspect.ReplayRange{Key: q.Key, From: from, To: to, Batch: batchFor(o.bufferBytes, avgSize), StallWait: stallWait}
+	err = bus.Replay(ctx, ti.Topic, rr, func(se *inspect.StoredEvent) (bool, error) {
+		e := se.Event
 		st.Scanned++
-		scanned = seq
 		if !filtered || q.match(e) {
 			buf = eventjson.Append(buf, e)
 			buf = append(buf, '\n')
 			st.Events++
-			st.LastSeq = seq
+			st.LastSeq = e.Seq
 			sinceFlush++
 		}
-		if seq >= to || (q.Limit > 0 && st.Events >= q.Limit) || meta.NumPending == 0 {
-			break
+		if q.Limit > 0 && st.Events >= q.Limit {
+			return false, nil
 		}
 		if sinceFlush >= o.flushEvery || len(buf) >= lineBuffer {
 			if err := out.write(buf); err != nil {
-				return st, err
+				return false, err
 			}
 			st.Bytes += int64(len(buf))
 			buf = buf[:0]
 			if sinceFlush >= o.flushEvery {
 				if err := out.flush(); err != nil {
-					return st, err
+					return false, err
 				}
 				sinceFlush = 0
 			}
 		}
+		return true, nil
+	})
+	if err != nil {
+		return st, err
 	}
 	if len(buf) > 0 {
 		if err := out.write(buf); err != nil {
@@ -274,18 +225,6 @@ func export(ctx context.Context, bus *jetstream.Bus, q Query, o exportOptions, o
 		st.Bytes += int64(len(buf))
 	}
 	return st, out.flush()
-}
-
-// deleteConsumer removes the export's consumer at once rather than leaving
-// it to its inactivity threshold.
-func deleteConsumer(ctx context.Context, bus *jetstream.Bus, stream string, cons njs.Consumer) {
-	ci := cons.CachedInfo()
-	if ci == nil {
-		return
-	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	_ = bus.JetStream().DeleteConsumer(dctx, stream, ci.Name)
 }
 
 // Bounds of the messages an export's consumer buffers.
@@ -311,33 +250,29 @@ func batchFor(bufferBytes int, avgSize uint64) int {
 // the first sequence to read, to the last (both inclusive). It reads the
 // stream's info once (which also gives the average message size) and
 // resolves each position with at most a few message lookups.
-func resolveRange(ctx context.Context, bus *jetstream.Bus, q Query) (ti *jetstream.TopicInfo, from, to, avgSize uint64, err error) {
+func resolveRange(ctx context.Context, bus Bus, q Query) (ti *inspect.Topic, from, to, avgSize uint64, err error) {
 	if err := facade.ValidateTopic(q.Topic); err != nil {
 		return nil, 0, 0, 0, err
 	}
-	ti, err = bus.LookupTopic(ctx, q.Topic)
+	ti, err = bus.Topic(ctx, q.Topic)
 	if errors.Is(err, facade.ErrNotFound) {
 		return nil, 0, 0, 0, fmt.Errorf("%w: no stream holds topic %s", facade.ErrNotFound, q.Topic)
 	}
 	if err != nil {
 		return nil, 0, 0, 0, err
 	}
-	info, err := ti.Stream.Info(ctx)
+	state, err := bus.StreamState(ctx, q.Topic)
 	if err != nil {
-		return nil, 0, 0, 0, fmt.Errorf("%w: stream %s: %w", facade.ErrUnavailable, ti.StreamName, err)
+		return nil, 0, 0, 0, err
 	}
-	last := info.State.LastSeq
-	if q.Key != "" {
-		// The key is in the subject: let the server pick the key's
-		// messages. A stream without keyed subjects has no keyed events.
-		subj, ok := ti.KeyFilter(q.Key)
-		if !ok {
-			return ti, 1, 0, avgSize, nil
-		}
-		ti.Filters = []string{subj}
+	last := state.LastSeq
+	if q.Key != "" && !ti.Keyed {
+		// The key is in the subject, so the server picks the key's
+		// messages; a stream without keyed subjects has no keyed events.
+		return ti, 1, 0, avgSize, nil
 	}
-	if info.State.Msgs > 0 {
-		avgSize = info.State.Bytes / info.State.Msgs
+	if state.Messages > 0 {
+		avgSize = state.Bytes / state.Messages
 	}
 	to = last
 	switch q.To.Kind {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/eventhub/eventhub/facade"
-	"github.com/eventhub/eventhub/jetstream"
 )
 
 // Handler serves the ops endpoints. It is an http.Handler (routing with
@@ -18,7 +17,7 @@ import (
 // outlives a request, so it needs no Close.
 type Handler struct {
 	cfg     Config
-	bus     *jetstream.Bus
+	bus     Bus
 	log     *slog.Logger
 	mux     *http.ServeMux
 	replays chan struct{} // semaphore of running replays

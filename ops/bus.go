@@ -1,0 +1,49 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/inspect"
+)
+
+// Bus is what the endpoints need of the event bus: its readiness, where
+// topics are stored, their events, groups and streams, and the operator's
+// actions on them. *jetstream.Bus implements it. Errors wrap the facade's
+// sentinels (facade.ErrNotFound, facade.ErrUnavailable, ...).
+type Bus interface {
+	Ready(ctx context.Context) error
+	Closed() bool
+	Publish(ctx context.Context, topic string, payload json.RawMessage, opts facade.PublishOptions) (*facade.EventRecord, error)
+	LatestByKey(ctx context.Context, topic string, keys []string) (map[string]*facade.EventRecord, error)
+
+	// Topics and their streams.
+	Topic(ctx context.Context, topic string) (*inspect.Topic, error)
+	StreamState(ctx context.Context, topic string) (inspect.StreamState, error)
+	Streams(ctx context.Context) ([]inspect.StreamDescription, error)
+	DescribeStream(ctx context.Context, topic string) (*inspect.StreamDescription, error)
+	TopicCount(ctx context.Context, topic string) (uint64, error)
+	DeclareTopicSettings(ctx context.Context, s inspect.TopicSettings) (stream string, created bool, err error)
+	DeleteTopic(ctx context.Context, topic string) error
+	Purge(ctx context.Context, topic, key string, upTo uint64) (uint64, error)
+
+	// Stored events and positions.
+	Event(ctx context.Context, topic string, seq uint64) (*inspect.StoredEvent, error)
+	DeleteEvent(ctx context.Context, topic string, seq uint64) error
+	Scan(ctx context.Context, topic string, s inspect.Scan, fn func(e *inspect.StoredEvent) bool) (next uint64, end bool, err error)
+	Replay(ctx context.Context, topic string, r inspect.ReplayRange, fn func(e *inspect.StoredEvent) (bool, error)) error
+	SeqOfID(ctx context.Context, topic, id string) (uint64, error)
+	SeqAtTime(ctx context.Context, topic string, t time.Time) (uint64, error)
+	NextSeq(ctx context.Context, topic, key string, from uint64) (uint64, bool, error)
+
+	// Groups.
+	GroupTopics(ctx context.Context) ([]string, error)
+	Groups(ctx context.Context, topic string) ([]inspect.GroupInfo, error)
+	GroupLag(ctx context.Context, topic, group string) (*inspect.GroupLag, error)
+	SeekGroup(ctx context.Context, topic, group string, next uint64) (*inspect.GroupInfo, error)
+	PauseGroup(ctx context.Context, topic, group string, until time.Time) (*inspect.GroupInfo, error)
+	ResumeGroup(ctx context.Context, topic, group string) (*inspect.GroupInfo, error)
+	DeleteGroup(ctx context.Context, topic, group string) error
+}
