@@ -149,7 +149,9 @@ func (b *Bus) streamJustCreated(ctx context.Context, name string) (jetstream.Str
 }
 
 func (b *Bus) streamTopic(ctx context.Context, topic, name string) (*topicInfo, error) {
-	s, err := b.js.Stream(ctx, name)
+	// The name came from a lookup by subject; its info may lag on this
+	// node when another hub just created the stream.
+	s, err := b.streamJustCreated(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("%w: stream %s: %w", facade.ErrUnavailable, name, err)
 	}
