@@ -130,6 +130,12 @@ func Open(ctx context.Context, oc OpenConfig) (*Bus, error) {
 			nats.Name("eventhub"),
 			nats.MaxReconnects(-1),
 			nats.RetryOnFailedConnect(false),
+			// A server that stops answering without closing the socket
+			// (frozen, or cut off by the network) is left after about 15 s
+			// instead of nats.go's 4 minutes, so the bus reconnects to
+			// another node of a cluster while the others elect new leaders.
+			nats.PingInterval(5 * time.Second),
+			nats.MaxPingsOutstanding(3),
 		}, append(connectionLogging(oc.Bus.Logger), oc.NATSOptions...)...)
 		nc, err := nats.Connect(oc.URL, opts...)
 		if err != nil {
