@@ -273,8 +273,13 @@ func (c *Client) dispatch(cn *conn, f *wire.Frame) {
 	s.held[d] = struct{}{}
 	s.queue = append(s.queue, d)
 	// Start a worker when the queued events outnumber the workers that are
-	// about to take one, up to MaxInFlight running handlers.
-	if len(s.queue) > s.workers-s.busy && s.workers < s.opts.MaxInFlight {
+	// about to take one, up to MaxInFlight running handlers; ManualAck
+	// handlers run one at a time, in stream order, as facade.Handler says.
+	workers := s.opts.MaxInFlight
+	if s.opts.ManualAck {
+		workers = 1
+	}
+	if len(s.queue) > s.workers-s.busy && s.workers < workers {
 		s.workers++
 		s.wg.Add(1)
 		go s.work()
