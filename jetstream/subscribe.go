@@ -40,6 +40,13 @@ type subscription struct {
 	stopping bool                 // no handler starts any more (hwg is waited for)
 	idle     chan struct{}        // signalled when a delivery is settled
 
+	// queued bounds how long a message may have waited in the pull
+	// buffer (see bufferClock), guarded by its own lock: nats.go runs
+	// the callback on one goroutine, but a resumed pull loop may overlap
+	// a late callback of the old one.
+	queuedMu sync.Mutex
+	queued   bufferClock
+
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -274,6 +281,16 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 		_ = msg.Nak()
 		return
 	}
+	t0 := time.Now()
+	s.queuedMu.Lock()
+	queued := s.queued.sum
+	s.queuedMu.Unlock()
+	defer func() {
+		took := time.Since(t0)
+		s.queuedMu.Lock()
+		s.queued.add(took, s.opts.BatchSize)
+		s.queuedMu.Unlock()
+	}()
 	attempt := int(meta.NumDelivered)
 	if attempt > 1 {
 		attempt -= s.b.released.count(key)
@@ -290,7 +307,6 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 		return
 	}
 	s.obs.Delivered()
-	t0 := time.Now()
 	if !s.admit(d) {
 		s.b.released.add(key) // stopping before it reached the handler
 		_ = msg.Nak()
@@ -298,9 +314,11 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 	}
 	waited := time.Since(t0)
 	s.obs.Waited(waited)
-	if waited > s.opts.AckTimeout()/10 {
-		// Its ack clock ran while it waited for a slot: start it again, so
-		// the handler gets the whole ack timeout.
+	if queued+waited > s.opts.AckTimeout()/10 {
+		// Its ack clock may have run for long while it waited in the
+		// pull buffer behind slow callbacks (a ManualAck handler that
+		// waits for room, as the gateway's does) or for a slot here:
+		// start it again, so the handler gets the whole ack timeout.
 		_ = msg.InProgress()
 	}
 	deadline := time.Now().Add(s.opts.AckTimeout())
@@ -503,4 +521,26 @@ func (s *subscription) unregister() {
 	s.b.subsMu.Lock()
 	defer s.b.subsMu.Unlock()
 	delete(s.b.subs, s)
+}
+
+// bufferClock bounds how long the message a callback receives waited in
+// the pull buffer: a pull brings at most BatchSize messages, so the one
+// now at the head waited at most as long as the callbacks of the
+// BatchSize messages before it took. It keeps those durations in a ring,
+// with their sum.
+type bufferClock struct {
+	took []time.Duration
+	next int
+	sum  time.Duration
+}
+
+// add records a callback's duration; n is the pull's batch size.
+func (c *bufferClock) add(took time.Duration, n int) {
+	n = max(n, 1)
+	if len(c.took) != n {
+		c.took, c.next, c.sum = make([]time.Duration, n), 0, 0
+	}
+	c.sum += took - c.took[c.next]
+	c.took[c.next] = took
+	c.next = (c.next + 1) % len(c.took)
 }
