@@ -35,9 +35,6 @@ type member struct {
 	space chan struct{} // a lease ended or the attached set changed
 }
 
-// memberBatch is how many events a member's pull asks for at least.
-const memberBatch = 500
-
 // dispatchBurst is how many events in a row one subscription gets before
 // the next one's turn: consecutive EVENT frames to one connection go out in
 // one write, where strict round robin would cost a write per event.
@@ -60,7 +57,11 @@ func (g *Gateway) join(ctx context.Context, sub *subscription, topic string, opt
 
 	if create {
 		opts.Topics = nil
-		m.bsub, m.err = g.bus.Subscribe(ctx, topic, k.group, m.dispatch, opts)
+		// The member serves every session that joins it: a creator whose
+		// request ends meanwhile must not fail the others waiting.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.RequestTimeout)
+		m.bsub, m.err = g.bus.Subscribe(cctx, topic, k.group, m.dispatch, opts)
+		cancel()
 		close(m.ready)
 	} else {
 		select {
@@ -135,14 +136,38 @@ func (m *member) wake() {
 // dispatch is the member's handler: it leases d to one attached
 // subscription with room, waiting while there is none. When the member
 // stops first, d goes back to the group without spending an attempt.
+//
+// While it waits, d's deadline at the store is kept ahead (extended by the
+// member's ack timeout whenever half of it is left), so that the event a
+// session finally gets is still the group's to hand out; if it cannot be
+// kept (the delivery ended meanwhile), the store redelivers it and d is
+// dropped here.
 func (m *member) dispatch(ctx context.Context, d facade.Delivery) error {
+	var keep *time.Timer
+	defer func() {
+		if keep != nil {
+			keep.Stop()
+		}
+	}()
+	lease := time.Until(d.Deadline())
 	for {
 		if sub := m.pick(d.Attempt() > 1); sub != nil {
 			sub.s.deliver(sub, d)
 			return nil
 		}
+		due := time.Until(d.Deadline()) - lease/2
+		if keep == nil {
+			keep = time.NewTimer(due)
+		} else {
+			keep.Reset(due)
+		}
 		select {
 		case <-m.space:
+		case <-keep.C:
+			if err := d.Extend(ctx, lease); err != nil {
+				m.gw.log.Debug("waiting delivery ended", "topic", m.key.topic, "group", m.key.group, "id", d.Event().ID, "err", err)
+				return nil
+			}
 		case <-ctx.Done():
 			m.gw.giveBack(d, false, "no subscriber")
 			return nil
@@ -198,9 +223,9 @@ func (g *Gateway) giveBack(d facade.Delivery, seen bool, reason string) {
 // leaseFor makes d's deadline at the store cover a lease of length lease
 // from now: a subscription may ask for a longer lease than the member's,
 // and a delivery may have waited for room.
-func leaseFor(ctx context.Context, d facade.Delivery, lease time.Duration) {
+func leaseFor(ctx context.Context, d facade.Delivery, lease time.Duration) error {
 	if time.Until(d.Deadline()) >= lease-lease/10 {
-		return
+		return nil
 	}
-	_ = d.Extend(ctx, lease)
+	return d.Extend(ctx, lease)
 }

@@ -76,7 +76,7 @@ type subscription struct {
 func (sub *subscription) reserve() bool {
 	for {
 		n := sub.held.Load()
-		if n >= sub.window || sub.closed.Load() {
+		if n >= sub.window || sub.closed.Load() || sub.s.closing.Load() {
 			return false
 		}
 		if sub.held.CompareAndSwap(n, n+1) {
@@ -399,10 +399,12 @@ func (s *session) subscribe(f *wire.Frame) error {
 		bo.GroupMaxInFlight = cfg.GroupMaxInFlight
 		bo.MaxInFlight = min(cfg.GroupMaxInFlight, 100_000)
 	}
-	// The member pulls for every connection of the group on this gateway:
-	// as nats.go does by default (500), or what the client asked if more,
-	// within the member's window.
-	bo.BatchSize = min(max(o.BatchSize, memberBatch), bo.MaxInFlight)
+	// The member pulls for every connection of the group on this gateway,
+	// but never more at once than the first connection's window: events
+	// waiting in the pull buffer for a slot have their ack clock running
+	// at the store, and one that waits past the group's ack wait is
+	// redelivered under the feet of the connection it finally goes to.
+	bo.BatchSize = min(max(o.BatchSize, 1), window, bo.MaxInFlight)
 	bo.AckTimeoutMs = ackTimeout.Milliseconds()
 	bo.Filter = nil
 
@@ -491,7 +493,12 @@ func (s *session) subscribe(f *wire.Frame) error {
 // disconnected and the lease, still in the table, is handed back.
 func (s *session) deliver(sub *subscription, d facade.Delivery) {
 	e := d.Event()
-	leaseFor(s.ctx, d, sub.ackTimeout)
+	if err := leaseFor(s.ctx, d, sub.ackTimeout); err != nil && leaseErr(err, e.ID) != err {
+		// Its lease at the store ended before it could be sent: the
+		// store redelivers it; an EVENT now could never be acknowledged.
+		sub.freed()
+		return
+	}
 	buf := getBuf()
 	*buf = wire.AppendEvent((*buf)[:0], sub.key.topic, sub.key.group, e, d.Attempt(), sub.ackTimeout.Milliseconds())
 	deadline := time.Now().Add(sub.ackTimeout)
@@ -677,8 +684,9 @@ func (s *session) settle(f *wire.Frame) error {
 		return fmt.Errorf("%w: %s is not in flight on %s/%s (never delivered, already settled, or its lease expired)", facade.ErrUnknownID, f.ID, f.Topic, f.Group)
 	}
 	if f.Op == wire.OpModAck {
+		d := l.d
 		s.mu.Unlock()
-		return s.modAck(f, sub, l)
+		return s.modAck(f, sub, l, d)
 	}
 	delete(sub.leases, f.ID)
 	heap.Remove(&s.leases, l.index)
@@ -719,7 +727,7 @@ func leaseErr(err error, id string) error {
 // modAck moves the lease to now + max(1s, extend_ms, or the subscription's
 // ack timeout when extend_ms is absent), at most MaxAckTimeout, and the
 // store's deadline with it.
-func (s *session) modAck(f *wire.Frame, sub *subscription, l *lease) error {
+func (s *session) modAck(f *wire.Frame, sub *subscription, l *lease, d facade.Delivery) error {
 	by := time.Duration(f.ExtendMs) * time.Millisecond
 	if f.ExtendMs == 0 {
 		by = sub.ackTimeout
@@ -727,13 +735,15 @@ func (s *session) modAck(f *wire.Frame, sub *subscription, l *lease) error {
 	by = min(max(by, time.Second), s.gw.cfg.MaxAckTimeout)
 	ctx, cancel := s.reqCtx()
 	defer cancel()
-	if err := l.d.Extend(ctx, by); err != nil {
+	if err := d.Extend(ctx, by); err != nil {
 		return leaseErr(err, f.ID)
 	}
 	deadline := time.Now().Add(by)
 	s.mu.Lock()
-	if sub.leases[f.ID] != l {
-		// It expired (and was handed back) while the store extended it.
+	if sub.leases[f.ID] != l || l.d != d {
+		// It expired (and was handed back), or the store redelivered it
+		// (the lease now holds a new delivery, which this did not
+		// extend), while the store extended it.
 		s.mu.Unlock()
 		return fmt.Errorf("%w: lease of %s expired", facade.ErrUnknownID, f.ID)
 	}
