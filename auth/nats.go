@@ -62,8 +62,9 @@ var _ server.Authentication = (*NATS)(nil)
 // NewNATS returns the embedded server's authentication. onFail, if not nil,
 // is called with a reason code for every refused connection (metrics).
 func NewNATS(a *Authenticator, log *slog.Logger, onFail func(code string)) *NATS {
-	var b [32]byte
+	var b, ib [32]byte
 	_, _ = rand.Read(b[:])
+	_, _ = rand.Read(ib[:8])
 	tok := hex.EncodeToString(b[:])
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -72,7 +73,9 @@ func NewNATS(a *Authenticator, log *slog.Logger, onFail func(code string)) *NATS
 		auth: a, hubToken: tok, hubDigest: token.Of(tok),
 		// The hub's replies and pulled messages arrive on inboxes no native
 		// client can subscribe to (the shared _INBOX.> would expose them).
-		hubInbox: "_EHUB_" + tok[:16],
+		// The prefix is seen by topic subscribers (the reply subject of the
+		// hub's publishes): it is random, nothing of the hub's token.
+		hubInbox: "_EHUB_" + hex.EncodeToString(ib[:8]),
 		log:      log, onFail: onFail,
 	}
 }
