@@ -27,6 +27,15 @@ type Config struct {
 	StaticPolicy *acl.Policy
 	// JWT verifies bearer JWTs; used when its Secret or JWKSURL is set.
 	JWT VerifierConfig
+	// NativeScoped lets tokens without the admin scope (and a static token
+	// with a StaticPolicy) connect as native NATS clients, with permissions
+	// derived from their policy. Off by default: native clients share one
+	// NATS account with the hub's streams, where NATS cannot keep a client
+	// to its policy on reply subjects (a publish or a JetStream request
+	// whose reply subject names another topic has the server write there)
+	// nor keep clients out of each other's _INBOX replies. Turn it on only
+	// where every native client is trusted with the topics of every other.
+	NativeScoped bool
 }
 
 func (c Config) jwtConfigured() bool { return len(c.JWT.Secret) > 0 || c.JWT.JWKSURL != "" }
@@ -74,12 +83,14 @@ type Authenticator struct {
 	// staticAll: the static token's policy allows everything.
 	staticAll bool
 	verifier  *Verifier
+	// nativeScoped: Config.NativeScoped.
+	nativeScoped bool
 }
 
 // New builds an Authenticator; with a JWKS URL it fetches the keys first and
 // keeps refreshing them until Close, under ctx.
 func New(ctx context.Context, cfg Config) (*Authenticator, error) {
-	a := &Authenticator{staticPolicy: acl.AllowAll(), staticAll: true}
+	a := &Authenticator{staticPolicy: acl.AllowAll(), staticAll: true, nativeScoped: cfg.NativeScoped}
 	if cfg.Token != "" {
 		if len(cfg.Token) < 16 {
 			return nil, fmt.Errorf("auth: the static token must be at least 16 characters")

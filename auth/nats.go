@@ -18,9 +18,13 @@ import (
 )
 
 // NATS authenticates native NATS clients of the embedded server with the
-// hub's tokens (passed as the NATS token, or as the password of any user) and
-// turns their policy into NATS subject permissions, so they cannot bypass the
-// ACL:
+// hub's tokens (passed as the NATS token, or as the password of any user).
+//
+// The all-access static token and tokens with the admin scope get the whole
+// JetStream API and every subject but the hub's own inboxes and $SYS.>, as
+// operators' nats CLI expects. Other tokens are refused
+// ("native_needs_admin") unless [Config.NativeScoped] is on; their policy
+// then becomes NATS subject permissions:
 //
 //   - publish rights on a topic cover its keyed subjects (<topic>._k.*) too,
 //     and JetStream-acknowledged publishes work (acks arrive on _INBOX.>);
@@ -28,21 +32,27 @@ import (
 //     exact for wildcard subscriptions too (see subscribePermissions);
 //   - the JetStream API is granted by stream and consumer name for the
 //     topics and groups the policy allows (see jetStreamGrants): stream
-//     lookup and info, direct gets, and the hub's groups as durable
+//     lookup, direct gets, and binding to the hub's groups as durable
 //     consumers, so a native JetStream consumer bound to a group shares its
-//     work with the hub's members; other system subjects ($KV.>, $SYS.>…)
-//     and the rest of the JetStream API stay denied, even to wildcard
-//     policies (a policy whose allow list begins with a wildcard gets no
-//     JetStream API at all: NATS could not keep it out of $JS.>);
-//   - the all-access static token and tokens with the admin scope get the
-//     whole JetStream API and every subject but the hub's own inboxes and
-//     $SYS.>, as operators' nats CLI expects;
-//   - the hub's own inboxes use a private random prefix that is denied to
-//     everyone else; native clients share _INBOX.> for their replies, so
-//     they can see each other's JetStream publish acks (not events);
+//     work with the hub's members; no consumer is created or deleted
+//     natively; other system subjects ($KV.>, $SYS.>…) and the rest of the
+//     JetStream API stay denied, even to wildcard policies (a policy whose
+//     allow list begins with a wildcard gets no JetStream API at all: NATS
+//     could not keep it out of $JS.>);
 //   - a policy NATS cannot express (a "**" that is not last, a deny that
-//     shadows a later allow) is refused rather than approximated;
-//   - the connection is closed when the token expires.
+//     shadows a later allow, an entry naming "$" or "_" subjects) is
+//     refused rather than approximated.
+//
+// What subject permissions cannot do, and why NativeScoped is off by
+// default: NATS checks the subject a client publishes to, never the reply
+// subject it names, and JetStream answers from inside the server; a
+// publish (or a direct get, or a pull) whose reply subject is another
+// topic has the server write the answer into that topic's stream. And
+// every such client subscribes to _INBOX.>, where the others' JetStream
+// replies (pulled events among them) arrive.
+//
+// The hub's own inboxes use a private random prefix that is denied to
+// everyone else. Every connection is closed when its token expires.
 //
 // The hub's own in-process connection presents [NATS.HubToken], a random
 // secret made at start, and keeps full rights. Unauthenticated connections
@@ -99,6 +109,13 @@ func (n *NATS) HubInboxPrefix() string { return n.hubInbox }
 // system account, and other clients' inboxes.
 var systemSubjects = []string{"$JS.>", "$JSC.>", "$KV.>", "$O.>", "$SYS.>", "$NRG.>", "$G.>"}
 
+// systemEntry reports whether a policy entry names a subject outside the
+// hub's topics: topics never begin with "$" or "_" (facade.ValidateTopic),
+// so such a rule grants nothing over WebSocket or HTTP, and natively it
+// would open system subjects ($JS.API…, _INBOX…) that the deny list then
+// no longer covers.
+func systemEntry(e string) bool { return strings.HasPrefix(e, "$") || strings.HasPrefix(e, "_") }
+
 // Check implements server.Authentication.
 func (n *NATS) Check(c server.ClientAuthentication) bool {
 	opts := c.GetOpts()
@@ -142,8 +159,11 @@ func (n *NATS) authorize(ctx context.Context, token string) (id *Identity, perms
 			Subscribe: &server.SubjectPermission{Deny: slices.Clone(deny)},
 		}, ""
 	}
+	if !n.auth.nativeScoped {
+		return nil, nil, "native_needs_admin"
+	}
 	pub, sub, ok := id.Policy.NATSPermissions()
-	if !ok {
+	if !ok || slices.ContainsFunc(pub, systemEntry) || slices.ContainsFunc(sub, systemEntry) {
 		return nil, nil, "policy_not_expressible"
 	}
 	subAllow, subDeny, ok := subscribePermissions(sub)

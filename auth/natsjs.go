@@ -56,30 +56,18 @@ func (g *jsGrants) add(subjects ...string) {
 }
 
 // consumer grants the use of one consumer (name may be "*": every consumer
-// of the stream): its info, pulling (MSG.NEXT) and acking; with create,
-// creating and deleting it too. On a shared stream a create is granted only
-// with the topic as the filter subject in the API subject, which the server
-// checks against the consumer's configuration, so the consumer cannot read
-// the stream's other topics.
-func (g *jsGrants) consumer(stream, name string, create bool, filter string) {
+// of the stream): its info (binding to it), pulling (MSG.NEXT) and acking.
+// Never creating, updating or deleting one: a consumer's configuration is
+// the client's to choose (a push consumer delivers to any subject it names,
+// into other topics' streams or inboxes, and outlives the token that made
+// it), and deleting a hub group destroys its cursor. Groups are created
+// through the hub, which validates their configuration.
+func (g *jsGrants) consumer(stream, name string) {
 	g.add(
 		jsAPI+"CONSUMER.INFO."+stream+"."+name,
 		jsAPI+"CONSUMER.MSG.NEXT."+stream+"."+name,
 		jsAck+stream+"."+name+".>",
 		jsAck+"*.*."+stream+"."+name+".>",
-	)
-	if !create {
-		return
-	}
-	g.add(jsAPI + "CONSUMER.DELETE." + stream + "." + name)
-	if filter != "" {
-		g.add(jsAPI + "CONSUMER.CREATE." + stream + "." + name + "." + filter)
-		return
-	}
-	g.add(
-		jsAPI+"CONSUMER.CREATE."+stream+"."+name,
-		jsAPI+"CONSUMER.CREATE."+stream+"."+name+".>",
-		jsAPI+"CONSUMER.DURABLE.CREATE."+stream+"."+name,
 	)
 }
 
@@ -88,16 +76,18 @@ func (g *jsGrants) consumer(stream, name string, create bool, filter string) {
 // entries may carry a " queue" suffix):
 //
 //   - "$JS.API.STREAM.NAMES" (streams by subject, which js.Publish callers
-//     and nats.go's lookups use) and the info of every stream holding a
-//     topic it may publish or subscribe to;
+//     and nats.go's lookups use);
 //   - on the hub's own stream of a topic it may subscribe to (any group):
-//     direct gets ("$JS.API.DIRECT.GET.<stream>[.<subject>]"), message get,
-//     and every consumer of the stream (create, info, pull, ack, delete, list);
+//     the stream's info, direct gets ("$JS.API.DIRECT.GET.<stream>[.<subject>]"),
+//     message get, and every consumer of the stream (info, pull, ack, list);
 //   - on such a stream with group-restricted rules: the consumers of the
-//     allowed groups only, created, bound to, pulled, acked and deleted;
+//     allowed groups only (info, pull, ack);
 //   - on a stream holding several topics: last-by-subject direct gets of
-//     the topics it names, and the hub groups on the stream it may join
-//     (creation only filtered to the topic).
+//     the topics it names, and the hub groups on the stream it may join;
+//     not the stream's info, which lists every subject (other topics, and
+//     the keys of their events).
+//
+// No consumer is created, updated or deleted natively (see consumer).
 //
 // ok is false when no JetStream subject can be granted: a policy with an
 // allow entry that begins with a wildcard ("**", "*.x") would cover the
@@ -181,28 +171,25 @@ func ownStreamGrants(g *jsGrants, dir Directory, p *acl.CompiledPolicy, s *Strea
 			groups = append(groups, grp)
 		}
 	}
-	if !read && len(groups) == 0 && !p.Allowed(acl.ActionPublish, t, "") {
-		return
-	}
-	g.add(jsAPI + "STREAM.INFO." + s.Name)
 	if read {
+		// The info lists the stream's subjects: the topic's event keys.
 		g.add(
+			jsAPI+"STREAM.INFO."+s.Name,
 			jsAPI+"DIRECT.GET."+s.Name,
 			jsAPI+"DIRECT.GET."+s.Name+".>",
 			jsAPI+"STREAM.MSG.GET."+s.Name,
 			jsAPI+"CONSUMER.NAMES."+s.Name,
 			jsAPI+"CONSUMER.LIST."+s.Name,
 		)
-		g.consumer(s.Name, "*", true, "")
+		g.consumer(s.Name, "*")
 		return
 	}
 	for _, grp := range groups {
-		g.consumer(s.Name, dir.ConsumerName(grp, t, false), true, "")
+		g.consumer(s.Name, dir.ConsumerName(grp, t, false))
 	}
 }
 
 func sharedStreamGrants(g *jsGrants, dir Directory, p *acl.CompiledPolicy, s *Stream, filters []string) {
-	g.add(jsAPI + "STREAM.INFO." + s.Name)
 	named := groupsOf(p)
 	for _, t := range filters {
 		if strings.ContainsAny(t, "*>") {
@@ -213,14 +200,14 @@ func sharedStreamGrants(g *jsGrants, dir Directory, p *acl.CompiledPolicy, s *St
 		}
 		for _, grp := range named {
 			if p.Allowed(acl.ActionSubscribe, t, grp) {
-				g.consumer(s.Name, dir.ConsumerName(grp, t, true), true, t)
+				g.consumer(s.Name, dir.ConsumerName(grp, t, true))
 			}
 		}
 	}
 	// Groups the hub made on the stream, whatever rule allows them.
 	for _, c := range s.Groups {
 		if p.Allowed(acl.ActionSubscribe, c.Topic, c.Group) {
-			g.consumer(s.Name, c.Consumer, false, "")
+			g.consumer(s.Name, c.Consumer)
 		}
 	}
 }

@@ -33,7 +33,7 @@ func TestAuthCalloutExternalServer(t *testing.T) {
 		nats.UserInfo("eventhub", password))
 	h := startHub(t, hub.Config{NATSURL: p.URL(), NATSUser: "eventhub", NATSPassword: password, NATSCalloutSeed: string(seed),
 		OpsPort: -1, WSPort: -1, HTTPPort: -1,
-		Auth: auth.Config{Token: staticToken, JWT: auth.VerifierConfig{Secret: secret}}})
+		Auth: auth.Config{Token: staticToken, NativeScoped: true, JWT: auth.VerifierConfig{Secret: secret}}})
 	if _, err := h.Bus.Publish(t.Context(), "orders.new", []byte(`{"n":0}`), facade.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}

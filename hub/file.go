@@ -130,6 +130,13 @@ type AuthFile struct {
 	Token string `yaml:"token"`
 	// JWT verifies bearer JWTs; on when secret or jwksURL is set.
 	JWT JWTFile `yaml:"jwt"`
+	// NativeScopedClients lets tokens without the admin scope connect as
+	// native NATS clients, with rights derived from their policy. Off:
+	// native NATS clients sharing the hub's account could write to topics
+	// they may not publish to through reply subjects, and read each
+	// other's replies; turn it on only where every native client is
+	// trusted. $EVENTHUB_NATIVE_SCOPED_CLIENTS.
+	NativeScopedClients bool `yaml:"nativeScopedClients"`
 }
 
 // JWTFile is the "auth.jwt:" section of a [File].
@@ -378,7 +385,7 @@ func (f File) Config() Config {
 		Auth: auth.Config{Token: f.Auth.Token, JWT: auth.VerifierConfig{
 			Secret: secret, JWKSURL: j.JWKSURL, Audience: j.Audience, Issuer: j.Issuer, Leeway: j.Leeway,
 			Algorithms: j.Algorithms, JWKSRefreshInterval: j.JWKSRefreshInterval, JWKSTimeout: j.JWKSTimeout,
-		}},
+		}, NativeScoped: f.Auth.NativeScopedClients},
 		Host:            f.Server.Host,
 		AllowedHosts:    f.Server.AllowedHosts,
 		OpsPort:         f.Server.OpsPort,

@@ -40,7 +40,7 @@ func mint(t *testing.T, ttl time.Duration, scopes ...string) string {
 }
 
 func TestNativeNATSClientsNeedTokens(t *testing.T) {
-	h := startHub(t, hub.Config{Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}})
+	h := startHub(t, hub.Config{Auth: auth.Config{NativeScoped: true, JWT: auth.VerifierConfig{Secret: secret}}})
 	url := h.Bus.Server().ClientURL()
 	// The hub's own in-process connection works with full rights.
 	for _, topic := range []string{"process.state", "heartbeat.received"} {
@@ -110,7 +110,7 @@ func TestNativeNATSClientsNeedTokens(t *testing.T) {
 // everything ("**" is NATS ">") still cannot use the JetStream API or read
 // the hub's own traffic.
 func TestNativeWildcardPolicyCannotReachSystemSubjects(t *testing.T) {
-	h := startHub(t, hub.Config{Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}})
+	h := startHub(t, hub.Config{Auth: auth.Config{NativeScoped: true, JWT: auth.VerifierConfig{Secret: secret}}})
 	errs := make(chan error, 100)
 	nc, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mint(t, time.Minute, "publish:**", "subscribe:**")),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
@@ -159,7 +159,7 @@ func TestNativeWildcardPolicyCannotReachSystemSubjects(t *testing.T) {
 }
 
 func TestNativeNATSConnectionEndsWithToken(t *testing.T) {
-	h := startHub(t, hub.Config{Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret, Leeway: time.Millisecond}}})
+	h := startHub(t, hub.Config{Auth: auth.Config{NativeScoped: true, JWT: auth.VerifierConfig{Secret: secret, Leeway: time.Millisecond}}})
 	closed := make(chan struct{})
 	nc, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mint(t, 2*time.Second, "subscribe:x")),
 		nats.NoReconnect(), nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
@@ -191,4 +191,26 @@ func waitErr(t *testing.T, errs chan error, want string) {
 	case <-time.After(5 * time.Second):
 		t.Fatalf("no permissions violation for %s", want)
 	}
+}
+
+// TestNativeScopedClientsOffByDefault: unless nativeScopedClients is on, a
+// native NATS client needs the admin scope (or the all-access static
+// token): a token scoped to topics is refused at connect, on the embedded
+// server as through the auth callout.
+func TestNativeScopedClientsOffByDefault(t *testing.T) {
+	h := startHub(t, hub.Config{Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}})
+	url := h.Bus.Server().ClientURL()
+	nc, err := nats.Connect(url, nats.Token(mint(t, time.Minute, "publish:orders.new", "subscribe:orders.new")), nats.MaxReconnects(0))
+	if err == nil {
+		nc.Close()
+		t.Fatal("a scoped token connected natively with nativeScopedClients off")
+	}
+	if !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		t.Fatalf("scoped token: %v, want an authorization violation", err)
+	}
+	nc, err = nats.Connect(url, nats.Token(mint(t, time.Minute, "admin")))
+	if err != nil {
+		t.Fatalf("an admin token was refused: %v", err)
+	}
+	nc.Close()
 }

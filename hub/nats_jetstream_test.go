@@ -74,7 +74,7 @@ func (c *nativeClient) refused(t *testing.T, subject string, call func(ctx conte
 }
 
 func jsHub(t *testing.T) *hub.Hub {
-	return startHub(t, hub.Config{Memory: true, Auth: auth.Config{Token: staticToken, JWT: auth.VerifierConfig{Secret: secret}}})
+	return startHub(t, hub.Config{Memory: true, Auth: auth.Config{Token: staticToken, NativeScoped: true, JWT: auth.VerifierConfig{Secret: secret}}})
 }
 
 func publishN(t *testing.T, h *hub.Hub, topic string, from, n int) {
@@ -99,6 +99,15 @@ func streamOf(t *testing.T, h *hub.Hub, topic string) string {
 // and the groups of its topic, and none of its neighbours.
 func TestNativeJetStreamScoped(t *testing.T) {
 	h := jsHub(t)
+	// A group the hub made, for the native client to bind to.
+	unsub, err := h.Bus.Subscribe(t.Context(), "orders.new", "native", func(context.Context, facade.Delivery) error { return nil },
+		facade.SubscribeOptions{From: facade.FromEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unsub.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	publishN(t, h, "orders.new", 0, 3)
 	publishN(t, h, "orders.old", 0, 1)
 	own, other := streamOf(t, h, "orders.new"), streamOf(t, h, "orders.old")
@@ -121,10 +130,11 @@ func TestNativeJetStreamScoped(t *testing.T) {
 	if m, err := s.GetMsg(ctx, 1); err != nil || string(m.Data) != `{"n":0}` {
 		t.Fatalf("get by sequence: %v", err)
 	}
-	// A consumer of its own, made, read, acked and deleted natively.
-	cons, err := s.CreateOrUpdateConsumer(ctx, njs.ConsumerConfig{Durable: "native", AckPolicy: njs.AckExplicitPolicy})
+	// The hub's group, bound to, read and acked natively.
+	group := jetstream.ConsumerName("native", "orders.new", false)
+	cons, err := c.js.Consumer(ctx, own, group)
 	if err != nil {
-		t.Fatalf("create consumer: %v", err)
+		t.Fatalf("bind to the group: %v", err)
 	}
 	batch, err := cons.Fetch(4, njs.FetchMaxWait(5*time.Second))
 	if err != nil {
@@ -140,9 +150,24 @@ func TestNativeJetStreamScoped(t *testing.T) {
 	if n != 4 {
 		t.Fatalf("fetched %d, want 4 (%v)", n, batch.Error())
 	}
-	if err := s.DeleteConsumer(ctx, "native"); err != nil {
-		t.Fatalf("delete consumer: %v", err)
-	}
+
+	// No consumer is made, changed or deleted natively: a push consumer
+	// would deliver the topic to any subject it names (another topic's
+	// stream, an inbox) and outlive the token; deleting a group destroys
+	// its cursor.
+	c.refused(t, "$JS.API.CONSUMER.CREATE."+own, func(ctx context.Context) error {
+		_, err := s.CreateOrUpdateConsumer(ctx, njs.ConsumerConfig{Durable: "mine", AckPolicy: njs.AckExplicitPolicy})
+		return err
+	})
+	c.refused(t, "$JS.API.CONSUMER.CREATE."+own, func(ctx context.Context) error {
+		_, err := c.js.CreateOrUpdatePushConsumer(ctx, own, njs.ConsumerConfig{Durable: "push", DeliverSubject: "orders.old", AckPolicy: njs.AckNonePolicy})
+		return err
+	})
+	c.refused(t, "$JS.API.CONSUMER.CREATE."+own, func(ctx context.Context) error {
+		_, err := s.OrderedConsumer(ctx, njs.OrderedConsumerConfig{})
+		return err
+	})
+	c.refused(t, "$JS.API.CONSUMER.DELETE."+own+"."+group, func(ctx context.Context) error { return s.DeleteConsumer(ctx, group) })
 
 	// Neighbours are refused.
 	c.refused(t, "$JS.API.STREAM.INFO."+other, func(ctx context.Context) error { _, err := c.js.Stream(ctx, other); return err })
@@ -218,13 +243,13 @@ func TestNativeJetStreamGroupRestricted(t *testing.T) {
 	if n != 2 {
 		t.Fatalf("g1 delivered %d, want 2", n)
 	}
+	// Groups are made through the hub, and deleted by operators only.
 	g3 := jetstream.ConsumerName("g3", "orders.new", false)
-	if _, err := c.js.CreateOrUpdateConsumer(ctx, own, njs.ConsumerConfig{Durable: g3, AckPolicy: njs.AckExplicitPolicy}); err != nil {
-		t.Fatalf("create allowed group g3: %v", err)
-	}
-	if err := c.js.DeleteConsumer(ctx, own, g3); err != nil {
-		t.Fatalf("delete allowed group g3: %v", err)
-	}
+	c.refused(t, "$JS.API.CONSUMER.CREATE."+own+"."+g3, func(ctx context.Context) error {
+		_, err := c.js.CreateOrUpdateConsumer(ctx, own, njs.ConsumerConfig{Durable: g3, AckPolicy: njs.AckExplicitPolicy})
+		return err
+	})
+	c.refused(t, "$JS.API.CONSUMER.DELETE."+own+"."+g1, func(ctx context.Context) error { return c.js.DeleteConsumer(ctx, own, g1) })
 	g2 := jetstream.ConsumerName("g2", "orders.new", false)
 	c.refused(t, "$JS.API.CONSUMER.INFO."+own+"."+g2, func(ctx context.Context) error { _, err := c.js.Consumer(ctx, own, g2); return err })
 	c.refused(t, "$JS.API.CONSUMER.MSG.NEXT."+own+"."+g2, func(ctx context.Context) error {
@@ -386,7 +411,7 @@ func TestNativeJetStreamAdmin(t *testing.T) {
 // topics, a token for one topic reads that topic's last events and joins
 // its hub groups, never the family's other topics.
 func TestNativeJetStreamFamilyStream(t *testing.T) {
-	h := startHub(t, hub.Config{Memory: true, Auth: auth.Config{Token: staticToken, JWT: auth.VerifierConfig{Secret: secret}},
+	h := startHub(t, hub.Config{Memory: true, Auth: auth.Config{Token: staticToken, NativeScoped: true, JWT: auth.VerifierConfig{Secret: secret}},
 		Bus: jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "audit.>", Stream: "AUDIT"}}}})
 	unsub, err := h.Bus.Subscribe(t.Context(), "audit.login", "g", func(context.Context, facade.Delivery) error {
 		return nil
@@ -401,11 +426,9 @@ func TestNativeJetStreamFamilyStream(t *testing.T) {
 	publishN(t, h, "audit.logout", 0, 1)
 	c := connectNative(t, h, mint(t, time.Minute, "subscribe:audit.login"))
 	ctx := t.Context()
-	s, err := c.js.Stream(ctx, "AUDIT")
-	if err != nil {
-		t.Fatalf("stream info: %v", err)
-	}
-	if m, err := s.GetLastMsgForSubject(ctx, "audit.login"); err != nil || string(m.Data) != `{"n":1}` {
+	// The last event of its topic, by a direct get (nats.go's Stream handle
+	// needs the stream's info, which is not granted on a shared stream).
+	if m, err := c.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET.AUDIT.audit.login", nil); err != nil || string(m.Data) != `{"n":1}` {
 		t.Fatalf("last by subject: %v", err)
 	}
 	name := jetstream.ConsumerName("g", "audit.login", true)
@@ -430,23 +453,26 @@ func TestNativeJetStreamFamilyStream(t *testing.T) {
 	if n != 2 {
 		t.Fatalf("fetched %d, want 2", n)
 	}
-	c.refused(t, "$JS.API.DIRECT.GET.AUDIT.audit.logout", func(ctx context.Context) error {
-		_, err := s.GetLastMsgForSubject(ctx, "audit.logout")
-		return err
-	})
-	c.refused(t, "$JS.API.DIRECT.GET.AUDIT", func(ctx context.Context) error { _, err := s.GetMsg(ctx, 1); return err })
+	request := func(subject string, body []byte) func(ctx context.Context) error {
+		return func(ctx context.Context) error { _, err := c.nc.RequestWithContext(ctx, subject, body); return err }
+	}
+	c.refused(t, "$JS.API.DIRECT.GET.AUDIT.audit.logout", request("$JS.API.DIRECT.GET.AUDIT.audit.logout", nil))
+	c.refused(t, "$JS.API.DIRECT.GET.AUDIT", request("$JS.API.DIRECT.GET.AUDIT", []byte(`{"seq":1}`)))
+	// The stream's info lists every subject on it: the other topics, and
+	// the keys of their events.
+	c.refused(t, "$JS.API.STREAM.INFO.AUDIT", func(ctx context.Context) error { _, err := c.js.Stream(ctx, "AUDIT"); return err })
 	c.refused(t, "$JS.API.CONSUMER.CREATE.AUDIT", func(ctx context.Context) error {
-		_, err := s.CreateOrUpdateConsumer(ctx, njs.ConsumerConfig{Durable: name, FilterSubject: "audit.>"})
+		_, err := c.js.CreateOrUpdateConsumer(ctx, "AUDIT", njs.ConsumerConfig{Durable: name, FilterSubject: "audit.>"})
 		return err
 	})
-	c.refused(t, "$JS.API.CONSUMER.DELETE.AUDIT", func(ctx context.Context) error { return s.DeleteConsumer(ctx, name) })
+	c.refused(t, "$JS.API.CONSUMER.DELETE.AUDIT", func(ctx context.Context) error { return c.js.DeleteConsumer(ctx, "AUDIT", name) })
 }
 
 // TestNativeJetStreamWildcardGroup: a hub group over a pattern of a family
 // is one consumer a native client may join when its policy covers the
 // whole pattern, and not with a right on one of its topics.
 func TestNativeJetStreamWildcardGroup(t *testing.T) {
-	h := startHub(t, hub.Config{Memory: true, Auth: auth.Config{Token: staticToken, JWT: auth.VerifierConfig{Secret: secret}},
+	h := startHub(t, hub.Config{Memory: true, Auth: auth.Config{Token: staticToken, NativeScoped: true, JWT: auth.VerifierConfig{Secret: secret}},
 		Bus: jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "audit.**", Stream: "AUDIT"}}}})
 	unsub, err := h.Bus.Subscribe(t.Context(), "audit.*", "g", func(context.Context, facade.Delivery) error {
 		return nil
@@ -488,4 +514,39 @@ func TestNativeJetStreamWildcardGroup(t *testing.T) {
 		_, err := narrow.js.Consumer(ctx, "AUDIT", name)
 		return err
 	})
+}
+
+// TestNativeJetStreamPublishOnly: a token that may only publish gets
+// acknowledged publishes and nothing that reads: not even its stream's
+// info, which lists the keys of the topic's events.
+func TestNativeJetStreamPublishOnly(t *testing.T) {
+	h := jsHub(t)
+	if _, err := h.Bus.Publish(t.Context(), "orders.new", []byte(`{}`), facade.PublishOptions{Key: "alice@example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	own := streamOf(t, h, "orders.new")
+	c := connectNative(t, h, mint(t, time.Minute, "publish:orders.new"))
+	if _, err := c.js.Publish(t.Context(), "orders.new", []byte(`{"n":1}`)); err != nil {
+		t.Fatalf("js.Publish: %v", err)
+	}
+	c.refused(t, "$JS.API.STREAM.INFO."+own, func(ctx context.Context) error { _, err := c.js.Stream(ctx, own); return err })
+}
+
+// TestNativePolicyNamingSystemSubjectsIsRefused: topics never begin with
+// "$" or "_", so a rule naming such subjects grants nothing over WebSocket
+// or HTTP; natively it would open the JetStream API or inboxes, so a token
+// carrying one is refused at connect.
+func TestNativePolicyNamingSystemSubjectsIsRefused(t *testing.T) {
+	h := jsHub(t)
+	publishN(t, h, "victim.topic", 0, 1)
+	for _, scope := range []string{"publish:$JS.API.STREAM.DELETE.**", "subscribe:_INBOX.**", "publish:$KV.**"} {
+		nc, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mint(t, time.Minute, scope)), nats.MaxReconnects(0))
+		if err == nil {
+			nc.Close()
+			t.Fatalf("a token with %q connected", scope)
+		}
+		if !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+			t.Fatalf("%q: %v, want an authorization violation", scope, err)
+		}
+	}
 }

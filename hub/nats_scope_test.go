@@ -19,7 +19,7 @@ import (
 // allow list has a "*", so "orders.*" alone would let "orders.>" read
 // deeper topics, dead letters and keyed subjects.
 func TestNativeSubscriptionsStayWithinPolicy(t *testing.T) {
-	h := startHub(t, hub.Config{Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}})
+	h := startHub(t, hub.Config{Auth: auth.Config{NativeScoped: true, JWT: auth.VerifierConfig{Secret: secret}}})
 	url := h.Bus.Server().ClientURL()
 	pubc, err := nats.Connect(url, nats.Token(mint(t, time.Minute, "publish:**")))
 	if err != nil {
@@ -203,7 +203,7 @@ func TestNativeSubscriptionsStayWithinPolicy(t *testing.T) {
 // TestNativePolicyNotExpressibleIsRefused: rules NATS cannot enforce exactly
 // refuse the native connection rather than grant more.
 func TestNativePolicyNotExpressibleIsRefused(t *testing.T) {
-	h := startHub(t, hub.Config{Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}})
+	h := startHub(t, hub.Config{Auth: auth.Config{NativeScoped: true, JWT: auth.VerifierConfig{Secret: secret}}})
 	for _, s := range []string{"subscribe:a.**.c", "subscribe:*"} {
 		if nc, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mint(t, time.Minute, s))); err == nil {
 			nc.Close()

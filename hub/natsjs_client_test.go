@@ -380,9 +380,11 @@ func TestNatsJSClient(t *testing.T) {
 		{
 			name: "scoped token", topic: "natsjs.scoped",
 			token: mint(t, time.Minute, "publish:natsjs.scoped", "subscribe:natsjs.scoped"),
-			refuse: func(own, _ string) []natsJSRefusal {
+			refuse: func(own, consumer string) []natsJSRefusal {
 				return []natsJSRefusal{
 					{Op: "publish", Subject: "natsjs.other", Want: `Publish to "natsjs.other"`},
+					{Op: "addConsumer", Stream: own, Consumer: "mine", Want: "$JS.API.CONSUMER.CREATE." + own + ".mine"},
+					{Op: "deleteConsumer", Stream: own, Consumer: consumer, Want: "$JS.API.CONSUMER.DELETE." + own + "." + consumer},
 					{Op: "streamInfo", Stream: other, Want: "$JS.API.STREAM.INFO." + other},
 					{Op: "directGet", Stream: other, Subject: "natsjs.other", Want: "$JS.API.DIRECT.GET." + other},
 					{Op: "msgGet", Stream: other, Want: "$JS.API.STREAM.MSG.GET." + other},
@@ -452,6 +454,7 @@ func TestNatsJSClient(t *testing.T) {
 				{Op: "bindConsumer", Stream: own, Consumer: otherGroup, Want: "$JS.API.CONSUMER.INFO." + own + "." + otherGroup},
 				{Op: "deleteConsumer", Stream: own, Consumer: otherGroup, Want: "$JS.API.CONSUMER.DELETE." + own + "." + otherGroup},
 				{Op: "addConsumer", Stream: own, Consumer: "mine", Want: "$JS.API.CONSUMER.CREATE." + own + ".mine"},
+				{Op: "deleteConsumer", Stream: own, Consumer: jetstream.ConsumerName("workers", topic, false), Want: "$JS.API.CONSUMER.DELETE." + own + "." + jetstream.ConsumerName("workers", topic, false)},
 				{Op: "directGet", Stream: own, Subject: topic, Want: "$JS.API.DIRECT.GET." + own},
 				{Op: "publish", Subject: topic, Want: `Publish to "` + topic + `"`},
 			},

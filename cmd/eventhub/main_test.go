@@ -53,7 +53,7 @@ projector: {states: proc.state}
 		errText string
 	}{
 		{name: "defaults", check: func(t *testing.T, c hub.Config) {
-			if c.NATSURL != "" || c.NATSHost != "127.0.0.1" || c.NATSPort != 4222 || c.DataDir != "data" || c.Sync != "default" {
+			if c.NATSURL != "" || c.NATSHost != "127.0.0.1" || c.NATSPort != 4222 || c.DataDir != "data" || c.Sync != "default" || c.Auth.NativeScoped {
 				t.Fatalf("defaults %+v", c)
 			}
 		}},
@@ -69,6 +69,16 @@ projector: {states: proc.state}
 					t.Fatalf("data dir %q", c.DataDir)
 				}
 			}},
+		{name: "native scoped clients", args: []string{"-native-scoped-clients"}, check: func(t *testing.T, c hub.Config) {
+			if !c.Auth.NativeScoped {
+				t.Fatal("-native-scoped-clients not applied")
+			}
+		}},
+		{name: "native scoped clients from the environment", env: map[string]string{"EVENTHUB_NATIVE_SCOPED_CLIENTS": "true"}, check: func(t *testing.T, c hub.Config) {
+			if !c.Auth.NativeScoped {
+				t.Fatal("EVENTHUB_NATIVE_SCOPED_CLIENTS not applied")
+			}
+		}},
 		{name: "nats port open beyond loopback", args: []string{"-nats-host", "0.0.0.0"}, wantErr: hub.ErrInsecureListen},
 		{name: "bad sync", args: []string{"-sync", "sometimes"}, errText: "sync"},
 		{name: "bad log level", args: []string{"-log-level", "loud"}, errText: "log level"},
