@@ -404,7 +404,10 @@ func (s *session) subscribe(f *wire.Frame) error {
 	// waiting in the pull buffer for a slot have their ack clock running
 	// at the store, and one that waits past the group's ack wait is
 	// redelivered under the feet of the connection it finally goes to.
-	bo.BatchSize = min(max(o.BatchSize, 1), window, bo.MaxInFlight)
+	bo.BatchSize = min(window, bo.MaxInFlight)
+	if o.BatchSize > 0 {
+		bo.BatchSize = min(bo.BatchSize, o.BatchSize)
+	}
 	bo.AckTimeoutMs = ackTimeout.Milliseconds()
 	bo.Filter = nil
 
