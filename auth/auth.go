@@ -55,15 +55,20 @@ type Identity struct {
 	Expires time.Time
 	// Static is true for the static token.
 	Static bool
+	// staticAll is true for the static token when no StaticPolicy
+	// restricts it: only then does it hold every scope.
+	staticAll bool
 	// Scopes are the token's scopes, eventhub's topic scopes and others
 	// (such as "admin" or "metrics") alike.
 	Scopes []string
 }
 
 // HasScope reports whether the identity holds scope; the static token holds
-// every scope.
+// every scope unless a StaticPolicy restricts it (then it holds none: a
+// right is the same on every way in, and natively such a token is no
+// admin either).
 func (id *Identity) HasScope(scope string) bool {
-	return id.Static || slices.Contains(id.Scopes, scope)
+	return id.staticAll || slices.Contains(id.Scopes, scope)
 }
 
 // Allow reports whether action on topic (and group, for subscribe) is
@@ -139,7 +144,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, tok string) (*Identity
 	}
 	if a.hasStatic {
 		if a.static.Matches(tok) {
-			return &Identity{Subject: "static-token", Policy: a.staticPolicy, Static: true}, nil
+			return &Identity{Subject: "static-token", Policy: a.staticPolicy, Static: true, staticAll: a.staticAll}, nil
 		}
 		if a.verifier == nil {
 			return nil, ErrTokenMalformed

@@ -152,7 +152,7 @@ func (n *NATS) authorize(ctx context.Context, token string) (id *Identity, perms
 		return nil, nil, codeOf(err)
 	}
 	hubInbox := n.hubInbox + ".>"
-	if id.HasScope(ScopeAdmin) && (!id.Static || n.auth.staticAll) {
+	if id.HasScope(ScopeAdmin) {
 		deny := []string{hubInbox, "$SYS.>"}
 		return id, &server.Permissions{
 			Publish:   &server.SubjectPermission{Deny: deny},

@@ -50,6 +50,16 @@ func (h *Hub) opsHandler() (http.Handler, error) {
 			}
 			return nil
 		}
+		// /topics lists what the token may subscribe to (in any group).
+		oc.Visible = func(r *http.Request) func(string) bool {
+			var id *auth.Identity
+			if tok, ok := bearer(r); ok {
+				id, _ = h.Auth.Authenticate(r.Context(), tok)
+			}
+			return func(topic string) bool {
+				return id != nil && id.Allow(string(acl.ActionSubscribe), topic, "")
+			}
+		}
 	}
 	if h.gateway != nil {
 		oc.Sessions = h.gateway

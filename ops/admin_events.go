@@ -288,7 +288,11 @@ func (h *Handler) adminRedrive(w http.ResponseWriter, r *http.Request, _ string)
 		}
 		orig := e.Headers["dlq_id"]
 		headers["redriven_from"] = e.ID
-		to := cmpOr(e.Headers["dlq_topic"], topic)
+		// Always the topic the dead-letter topic belongs to, whatever the
+		// dead letter's headers say: anyone who may publish to <topic>.dlq
+		// could write a dlq_topic header naming a topic they may not
+		// publish to, and the redrive would publish there for them.
+		to := topic
 		rec, err := h.bus.Publish(ctx, to, e.Payload, facade.PublishOptions{
 			ID: RedriveID(e.ID), Key: e.Key, Partition: e.Partition, Headers: headers,
 			Tags: e.Tags, CausedBy: nonEmpty(orig), SID: e.SID,
@@ -303,13 +307,6 @@ func (h *Handler) adminRedrive(w http.ResponseWriter, r *http.Request, _ string)
 // adminDiscard deletes dead letters from <topic>.dlq.
 func (h *Handler) adminDiscard(w http.ResponseWriter, r *http.Request, _ string) {
 	h.deadLetterAction(w, r, "discarded", nil)
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func nonEmpty(s string) []string {

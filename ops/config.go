@@ -33,6 +33,10 @@ type Config struct {
 	// "WWW-Authenticate: Bearer". Nil means no authentication: listen on
 	// loopback only.
 	Authorize func(r *http.Request) error
+	// Visible, when set, returns which topics the caller of r may see:
+	// /topics lists only those (and their groups), and leaves out streams
+	// with none. Nil: every topic is visible.
+	Visible func(r *http.Request) func(topic string) bool
 	// AuthorizeAdmin, when set, is called for every request to the admin
 	// API (/admin/...) and returns the principal the audit log names; an
 	// error refuses the request (403 when it wraps ErrForbidden, else

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/inspect"
@@ -290,12 +291,27 @@ func (h *Handler) topics(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
+	var see func(string) bool
+	if h.cfg.Visible != nil {
+		see = h.cfg.Visible(r)
+	}
 	out := topicsJSON{Streams: make([]streamJSON, 0, len(streams))}
 	for i := range streams {
 		s := streamOf(&streams[i])
+		if see != nil && !visibleOnly(see, &s) {
+			continue
+		}
 		out.Streams = append(out.Streams, s)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// visibleOnly keeps the topics and groups of s that see accepts, and
+// reports whether any topic is left.
+func visibleOnly(see func(string) bool, s *streamJSON) bool {
+	s.Topics = slices.DeleteFunc(s.Topics, func(t string) bool { return !see(t) })
+	s.Groups = slices.DeleteFunc(s.Groups, func(g streamGroupJSON) bool { return !see(g.Topic) })
+	return len(s.Topics) > 0
 }
 
 func streamOf(sd *inspect.StreamDescription) streamJSON {

@@ -17,9 +17,17 @@ const $ = (id) => document.getElementById(id);
 // ---- configuration -----------------------------------------------------------
 
 function sameOriginPath(v) {
-  if (typeof v !== "string" || v === "") return null;
-  if (!v.startsWith("/") || v.startsWith("//") || v.startsWith("/\\")) return null;
-  return v;
+  if (typeof v !== "string" || !v.startsWith("/")) return null;
+  // A path of this origin only, as the browser resolves it: URL parsing
+  // drops tabs and newlines, so "/\t/evil.example" is "//evil.example".
+  if (/[\u0000-\u001f\\]/.test(v)) return null;
+  let u;
+  try {
+    u = new URL(v, location.href);
+  } catch {
+    return null;
+  }
+  return u.origin === location.origin ? v : null;
 }
 
 function readConfig() {
