@@ -121,6 +121,11 @@ func TestPublishesRideThroughLeaderKills(t *testing.T) {
 			return nil
 		})
 		c.Start(leader)
+		// The next kill waits until the node is a current replica again:
+		// killing a second node of three before the first rejoined leaves
+		// no quorum, and no leader can be elected until it is back.
+		c.WaitReady()
+		waitReplicasCurrent(t, ti.Stream)
 	}
 	wg.Wait()
 	c.WaitReady()
@@ -365,21 +370,7 @@ func TestPartitionedLeaderCannotAcknowledge(t *testing.T) {
 	p.stop()
 	c.WaitReady()
 	// The node rejoins: every replica current again.
-	testutil.CheckFor(t, 60*time.Second, func() error {
-		info, err := ti.Stream.Info(t.Context())
-		if err != nil {
-			return err
-		}
-		if info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
-			return fmt.Errorf("stream cluster %+v", info.Cluster)
-		}
-		for _, r := range info.Cluster.Replicas {
-			if !r.Current || r.Offline {
-				return fmt.Errorf("replica %s not current", r.Name)
-			}
-		}
-		return nil
-	})
+	waitReplicasCurrent(t, ti.Stream)
 	rejoined := time.Since(healed)
 	seen, _ := streamIDs(t, c, ti.StreamName)
 	bad := 0
@@ -406,6 +397,27 @@ func TestPartitionedLeaderCannotAcknowledge(t *testing.T) {
 	if e := nErrors.Load(); e > nAcked.Load()/100 {
 		t.Fatalf("%d publishes failed", e)
 	}
+}
+
+// waitReplicasCurrent waits until both replicas of an R3 stream are
+// online and current.
+func waitReplicasCurrent(t *testing.T, s njs.Stream) {
+	t.Helper()
+	testutil.CheckFor(t, 60*time.Second, func() error {
+		info, err := s.Info(t.Context())
+		if err != nil {
+			return err
+		}
+		if info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
+			return fmt.Errorf("stream cluster %+v", info.Cluster)
+		}
+		for _, r := range info.Cluster.Replicas {
+			if !r.Current || r.Offline {
+				return fmt.Errorf("replica %s not current", r.Name)
+			}
+		}
+		return nil
+	})
 }
 
 // publishers publish to a topic through every hub, one goroutine each, with
