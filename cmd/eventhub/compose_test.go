@@ -58,6 +58,7 @@ type composeService struct {
 	Healthcheck struct {
 		Test []string `yaml:"test"`
 	} `yaml:"healthcheck"`
+	Restart string `yaml:"restart"`
 }
 
 // loadCompose reads a compose file, to be run as with env set (JWT_SECRET=…).
@@ -288,9 +289,27 @@ func (cf *composeFile) startHubs(t *testing.T, nodes map[string]*natsNode) map[s
 		h.healthchecks = svc.Healthcheck.Test
 		ctx, cancel := context.WithCancel(context.Background())
 		h.stop = cancel
+		restarts := 0
+		if svc.Restart == "unless-stopped" || svc.Restart == "always" || svc.Restart == "on-failure" {
+			// As Docker does with the file's restart policy: a hub that
+			// exits at start (the cluster still electing its leaders) is
+			// started again, a few times.
+			restarts = 5
+		}
 		go func() {
-			h.err = run(ctx, []string{"serve"}, func(k string) string { return env[k] }, io.Discard, h.logs)
-			close(h.done)
+			defer close(h.done)
+			for i := 0; ; i++ {
+				h.err = run(ctx, []string{"serve"}, func(k string) string { return env[k] }, io.Discard, h.logs)
+				if h.err == nil || ctx.Err() != nil || i >= restarts {
+					return
+				}
+				fmt.Fprintf(h.logs, "compose test: %s exited (%v); restarting it, as its restart policy %q says\n", name, h.err, svc.Restart)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Second):
+				}
+			}
 		}()
 		t.Cleanup(func() {
 			cancel()
