@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/gateway"
@@ -102,7 +103,7 @@ func (h *Handler) admin(fn adminFunc) http.Handler {
 		}
 		status := cmpStatus(sw.status)
 		attrs := []any{"principal", principal, "method", r.Method, "path", r.URL.Path,
-			"query", r.URL.RawQuery, "status", status, "remote", r.RemoteAddr}
+			"query", redactedQuery(r.URL), "status", status, "remote", r.RemoteAddr}
 		switch {
 		case status == http.StatusUnauthorized || status == http.StatusForbidden:
 			h.log.Warn("admin call refused", attrs...)
@@ -135,6 +136,25 @@ func (h *Handler) adminPrincipal(r *http.Request) (string, error) {
 		return "", fmt.Errorf("%w: the admin API is not enabled on this handler (no Config.AuthorizeAdmin)", ErrForbidden)
 	}
 	return "anonymous", nil
+}
+
+// redactedQuery is u's query for the audit log, with the value of any
+// parameter that could carry a credential (a token passed the way an
+// EventSource must pass it) replaced: secrets never land in logs.
+func redactedQuery(u *url.URL) string {
+	q := u.Query()
+	redacted := false
+	for k := range q {
+		switch strings.ToLower(k) {
+		case "access_token", "token", "auth", "authorization", "password":
+			q[k] = []string{"REDACTED"}
+			redacted = true
+		}
+	}
+	if !redacted {
+		return u.RawQuery
+	}
+	return q.Encode()
 }
 
 // sameSite refuses an admin action (anything but GET and HEAD) sent by a

@@ -99,8 +99,10 @@ func (h *Handler) adminDeclareTopic(w http.ResponseWriter, r *http.Request, _ st
 	}
 	if s := q.Get("retentionDays"); s != "" {
 		d, err := strconv.ParseFloat(s, 64)
-		if err != nil || d < 0 {
-			h.writeError(w, r, fmt.Errorf("%w: retentionDays %q: want a number >= 0", ErrBadRequest, s))
+		// !(d <= max) refuses NaN too; a century is far beyond any
+		// retention and well within time.Duration.
+		if err != nil || d < 0 || !(d <= 36500) {
+			h.writeError(w, r, fmt.Errorf("%w: retentionDays %q: want a number from 0 to 36500", ErrBadRequest, s))
 			return
 		}
 		tc.MaxAge = time.Duration(d * float64(24*time.Hour))

@@ -2,6 +2,9 @@ package ops_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/eventhub/eventhub/facade"
@@ -29,5 +32,26 @@ func TestRedriveStaysOnItsTopic(t *testing.T) {
 	}
 	if n, err := e.bus.TopicCount(t.Context(), "orders.created"); err != nil || n != 2 {
 		t.Fatalf("orders.created holds %d events (%v) after the redrive, want 2", n, err)
+	}
+}
+
+// TestAdminAuditRedactsCredentials: a token passed in the query of an
+// admin call (as EventSource users are used to) never reaches the audit
+// log; and a retention the store cannot hold is refused, not wrapped.
+func TestAdminAuditRedactsCredentials(t *testing.T) {
+	e := newEnv(t, jetstream.Config{}, ops.Config{})
+	publish(t, e.bus, "adm.audit", `1`, "")
+	e.mustCall(t, "GET", "/admin/topics?topic=adm.audit&access_token=sekrit-123", nil)
+	r, err := e.logs.find("admin call")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := fmt.Sprint(r); strings.Contains(s, "sekrit-123") || !strings.Contains(s, "REDACTED") {
+		t.Fatalf("audit record %s", s)
+	}
+	for _, v := range []string{"NaN", "1e300", "-1", "36501"} {
+		if s := e.call(t, "POST", "/admin/topics?topic=adm.audit2&retentionDays="+v, nil); s != http.StatusBadRequest {
+			t.Errorf("retentionDays=%s: %d, want 400", v, s)
+		}
 	}
 }
