@@ -367,11 +367,13 @@ func TestPartitionedLeaderCannotAcknowledge(t *testing.T) {
 	heal(leader)
 	healed := time.Now()
 	waitMore(300)
-	p.stop()
 	c.WaitReady()
-	// The node rejoins: every replica current again.
+	// The node rejoins: every replica current again, while the hubs go on
+	// publishing (as they would), which also keeps the leader sending it
+	// what it missed.
 	waitReplicasCurrent(t, ti.Stream)
 	rejoined := time.Since(healed)
+	p.stop()
 	seen, _ := streamIDs(t, c, ti.StreamName)
 	bad := 0
 	acked.Range(func(k, _ any) bool {
@@ -403,7 +405,7 @@ func TestPartitionedLeaderCannotAcknowledge(t *testing.T) {
 // online and current.
 func waitReplicasCurrent(t *testing.T, s njs.Stream) {
 	t.Helper()
-	testutil.CheckFor(t, 60*time.Second, func() error {
+	testutil.CheckFor(t, 90*time.Second, func() error {
 		info, err := s.Info(t.Context())
 		if err != nil {
 			return err
