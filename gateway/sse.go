@@ -79,6 +79,23 @@ func (g *Gateway) serveSSE(w http.ResponseWriter, r *http.Request) {
 	}
 	defer g.wg.Done()
 
+	// An event stream is a connection as a WebSocket is: the same
+	// per-address and per-principal connection quotas apply.
+	releaseIP, err := g.admitIP(r)
+	if err != nil {
+		writeHTTPError(w, err)
+		return
+	}
+	defer releaseIP()
+	if g.cfg.Limiter != nil && p != nil {
+		releaseConn, err := g.cfg.Limiter.Connect(p)
+		if err != nil {
+			writeHTTPError(w, err)
+			return
+		}
+		defer releaseConn()
+	}
+
 	release, err := g.holdSubscription(r.Context(), p)
 	if err != nil {
 		writeHTTPError(w, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/eventhub/eventhub/client"
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/hub"
+	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/limits"
 )
 
@@ -169,4 +170,37 @@ func TestLimitsExampleConfigLoads(t *testing.T) {
 	if len(l.Rates) != 3 || l.Quotas.Topics != 50 || len(l.Principals) != 1 || l.Account.MaxStreams != 1000 || l.ConnectionsPerIP != 200 {
 		t.Fatalf("loaded %+v", l)
 	}
+}
+
+// TestSSECountsAsAConnection: an event stream is held against the same
+// connection quota as a WebSocket connection: with a quota of one, a
+// principal with a WebSocket connection open gets connection_quota (429)
+// on GET /sse, and gets the stream once the WebSocket is closed.
+func TestSSECountsAsAConnection(t *testing.T) {
+	h := limitedHub(t, limits.Config{Quotas: limits.Quotas{Connections: 1}})
+	tok := mintSubject(t, "bob")
+	c := dial(t, h, tok)
+	sse := func() int {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+h.Addr("ws")+"/sse/sq.one", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := sse(); s != http.StatusTooManyRequests {
+		t.Fatalf("an event stream beside a WebSocket connection with a quota of one: %d, want 429", s)
+	}
+	_ = c.Close()
+	testutil.CheckFor(t, 10*time.Second, func() error {
+		if s := sse(); s != http.StatusOK {
+			return fmt.Errorf("after the WebSocket closed: %d", s)
+		}
+		return nil
+	})
 }
