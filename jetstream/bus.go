@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/sync/singleflight"
 	"log/slog"
 	"os"
 	"sync"
@@ -43,8 +44,12 @@ type Bus struct {
 	dirLock *os.File // the embedded server's data directory, held until it stops
 	tempDir string
 
-	topicsMu sync.Mutex
-	topics   map[string]*topicInfo
+	// topicFlight makes one lookup (and creation) per topic at a time:
+	// concurrent first publishes of a new topic create its stream once,
+	// and count once against the creator's topic quota.
+	topicFlight singleflight.Group
+	topicsMu    sync.Mutex
+	topics      map[string]*topicInfo
 
 	subsMu sync.RWMutex
 	subs   map[*subscription]struct{}

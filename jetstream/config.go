@@ -74,10 +74,13 @@ type Config struct {
 // returned to the caller as they are. Implementations must be safe for
 // concurrent use.
 type Guard interface {
-	// CreateTopic is asked before the stream of topic is created.
-	CreateTopic(ctx context.Context, topic string) error
-	// CreateGroup is asked before the durable consumer of group is created.
-	CreateGroup(ctx context.Context, topic, group string) error
+	// CreateTopic is asked before the stream of topic is created; undo is
+	// called when the bus did not create it after all (the creation
+	// failed, or another member created it first), to give the count back.
+	CreateTopic(ctx context.Context, topic string) (undo func(), err error)
+	// CreateGroup is asked before the durable consumer of group is
+	// created; undo as for CreateTopic.
+	CreateGroup(ctx context.Context, topic, group string) (undo func(), err error)
 	// Subscribe is asked when a subscription starts; release is called
 	// once when it ends.
 	Subscribe(ctx context.Context) (release func(), err error)

@@ -48,16 +48,22 @@ func (b *Bus) ensureGroup(ctx context.Context, ti *topicInfo, group string, o fa
 	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, fmt.Errorf("group %s of %s: %w", group, ti.topic, translate(err))
 	}
+	undo := func() {}
 	if g := b.cfg.Guard; g != nil {
-		if err := g.CreateGroup(ctx, ti.topic, group); err != nil {
+		if undo, err = g.CreateGroup(ctx, ti.topic, group); err != nil {
 			return nil, err
 		}
 	}
 	next, err := b.startSeq(ctx, ti, o)
 	if err != nil {
+		undo()
 		return nil, err
 	}
-	return b.createGroup(ctx, ti, name, group, o, next)
+	cons, created, err := b.createGroup(ctx, ti, name, group, o, next)
+	if !created {
+		undo() // failed, or another member made it first
+	}
+	return cons, err
 }
 
 // groupMaxAckPending is the group's window: MaxInFlight, or
@@ -93,7 +99,10 @@ func (b *Bus) tailSeq(ctx context.Context, ti *topicInfo) (uint64, error) {
 	return info.State.LastSeq + 1, nil
 }
 
-func (b *Bus) createGroup(ctx context.Context, ti *topicInfo, name, group string, o facade.SubscribeOptions, next uint64) (jetstream.Consumer, error) {
+// createGroup creates the durable consumer of group, positioned at next;
+// created is whether this call made it (it then exists even if positioning
+// it failed), false when another member made it first.
+func (b *Bus) createGroup(ctx context.Context, ti *topicInfo, name, group string, o facade.SubscribeOptions, next uint64) (cons jetstream.Consumer, created bool, err error) {
 	creator := facade.NewID()
 	cfg := jetstream.ConsumerConfig{
 		Durable:       name,
@@ -120,33 +129,33 @@ func (b *Bus) createGroup(ctx context.Context, ti *topicInfo, name, group string
 		until := time.Now().Add(30 * time.Second)
 		cfg.PauseUntil = &until
 	}
-	cons, err := ti.stream.CreateConsumer(ctx, cfg)
-	created := err == nil && cons.CachedInfo().Config.Metadata["eventhub_creator"] == creator
+	cons, err = ti.stream.CreateConsumer(ctx, cfg)
+	created = err == nil && cons.CachedInfo().Config.Metadata["eventhub_creator"] == creator
 	if errors.Is(err, jetstream.ErrConsumerExists) {
 		// Another member created it first; its position stands (resetting
 		// it again would skip or replay what that member already pulled).
 		cons, err = ti.stream.Consumer(ctx, name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("create group %s of %s: %w", group, ti.topic, translate(err))
+		return nil, false, fmt.Errorf("create group %s of %s: %w", group, ti.topic, translate(err))
 	}
 	if !created {
-		return cons, nil
+		return cons, false, nil
 	}
 	if next > 1 {
 		if _, err := ti.stream.ResetConsumerToSequence(ctx, name, next); err != nil {
-			return nil, fmt.Errorf("position group %s of %s at %d: %w", group, ti.topic, next, translate(err))
+			return nil, true, fmt.Errorf("position group %s of %s at %d: %w", group, ti.topic, next, translate(err))
 		}
 		if _, err := b.js.ResumeConsumer(ctx, ti.name, name); err != nil {
-			return nil, fmt.Errorf("resume group %s of %s: %w", group, ti.topic, translate(err))
+			return nil, true, fmt.Errorf("resume group %s of %s: %w", group, ti.topic, translate(err))
 		}
 		cons, err = ti.stream.Consumer(ctx, name)
 		if err != nil {
-			return nil, translate(err)
+			return nil, true, translate(err)
 		}
 	}
 	b.log.Info("group created", "topic", ti.topic, "group", group, "consumer", name, "stream", ti.name, "start_seq", next)
-	return cons, nil
+	return cons, true, nil
 }
 
 // seqAtTime returns the sequence of the topic's first event stored at or after

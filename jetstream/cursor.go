@@ -84,7 +84,7 @@ func (b *Bus) SetCursor(ctx context.Context, topic, group string, c facade.Curso
 	_, err = ti.stream.Consumer(ctx, name)
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
-		_, err = b.createGroup(ctx, ti, name, group, facade.SubscribeOptions{}.WithDefaults(), next)
+		_, _, err = b.createGroup(ctx, ti, name, group, facade.SubscribeOptions{}.WithDefaults(), next)
 	case err == nil:
 		_, err = ti.stream.ResetConsumerToSequence(ctx, name, next)
 	}

@@ -29,10 +29,10 @@ func TestGroupCreatedOncePositionedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := facade.SubscribeOptions{}.WithDefaults()
-	if _, err := b.createGroup(ctx, ti, "g", "g", o, 5); err != nil {
+	if _, _, err := b.createGroup(ctx, ti, "g", "g", o, 5); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.createGroup(ctx, ti, "g", "g", o, 2); err != nil {
+	if _, _, err := b.createGroup(ctx, ti, "g", "g", o, 2); err != nil {
 		t.Fatal(err)
 	}
 	cur, err := b.GetCursor(ctx, "race.t", "g")

@@ -59,13 +59,31 @@ func (b *Bus) resolveTopic(ctx context.Context, topic string, create bool) (*top
 	if err := facade.ValidateTopic(topic); err != nil {
 		return nil, err
 	}
-	ctx, cancel := b.withTimeout(ctx)
-	defer cancel()
-	ti, err := b.lookupTopic(ctx, topic, create)
-	if err != nil {
-		return nil, err
+	key := topic
+	if create {
+		key += " create"
 	}
-	return b.cacheTopic(ti), nil
+	// One lookup per topic at a time, on a context of its own (its
+	// values, the principal among them, are the first caller's): a
+	// caller that gives up does not fail the others waiting.
+	ch := b.topicFlight.DoChan(key, func() (any, error) {
+		ctx, cancel := b.withTimeout(context.WithoutCancel(ctx))
+		defer cancel()
+		ti, err := b.lookupTopic(ctx, topic, create)
+		if err != nil {
+			return nil, err
+		}
+		return b.cacheTopic(ti), nil
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*topicInfo), nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: topic %s: %w", facade.ErrUnavailable, topic, ctx.Err())
+	}
 }
 
 // cacheTopic keeps ti unless another goroutine cached the topic first, and
@@ -110,14 +128,22 @@ func (b *Bus) lookupTopic(ctx context.Context, topic string, create bool) (*topi
 		}
 		return b.topicFromStream(ctx, topic, s)
 	}
+	undo := func() {}
 	if g := b.cfg.Guard; g != nil {
-		if err := g.CreateTopic(ctx, topic); err != nil {
+		if undo, err = g.CreateTopic(ctx, topic); err != nil {
 			return nil, err
 		}
+		// A creator id makes this creation's config unique: JetStream
+		// answers a create with an identical config as success, so a hub
+		// that lost the race would count the topic as its creation too.
+		sc.Metadata = map[string]string{"eventhub_creator": facade.NewID()}
 	}
 	s, err := b.js.CreateStream(ctx, sc)
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		undo() // another member made it: this creation counts for nothing
 		s, err = b.streamJustCreated(ctx, sc.Name)
+	} else if err != nil {
+		undo()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("create stream %s for %s: %w", sc.Name, topic, translate(err))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -76,24 +77,30 @@ func (l *Limiter) countsCreations() bool {
 // CreateTopic is asked before the bus creates the stream of topic for the
 // principal ctx carries: it counts the creation against the principal's
 // topic quota, on every hub together. Refused: facade.ErrTopicQuota.
-func (l *Limiter) CreateTopic(ctx context.Context, topic string) error {
+//
+// undo gives the count back, for a creation that did not happen after all
+// (it failed, or another hub or member made the stream first).
+func (l *Limiter) CreateTopic(ctx context.Context, topic string) (undo func(), err error) {
 	return l.create(ctx, "topics", topic)
 }
 
 // CreateGroup is asked before the bus creates a group's durable consumer
 // for the principal ctx carries. Refused: facade.ErrGroupQuota.
-func (l *Limiter) CreateGroup(ctx context.Context, topic, group string) error {
+// undo as for CreateTopic.
+func (l *Limiter) CreateGroup(ctx context.Context, topic, group string) (undo func(), err error) {
 	return l.create(ctx, "groups", topic+" "+group)
 }
 
-func (l *Limiter) create(ctx context.Context, kind, what string) error {
+func noUndo() {}
+
+func (l *Limiter) create(ctx context.Context, kind, what string) (undo func(), err error) {
 	if l == nil {
-		return nil
+		return noUndo, nil
 	}
 	subject, ok := PrincipalFrom(ctx)
 	c := l.counters.Load()
 	if !ok || c == nil {
-		return nil
+		return noUndo, nil
 	}
 	q, class := l.quotas(subject)
 	limit, sentinel, reason := q.Topics, facade.ErrTopicQuota, ReasonTopics
@@ -101,7 +108,7 @@ func (l *Limiter) create(ctx context.Context, kind, what string) error {
 		limit, sentinel, reason = q.Groups, facade.ErrGroupQuota, ReasonGroups
 	}
 	if limit == 0 {
-		return nil
+		return noUndo, nil
 	}
 	key := kind + "." + base64.RawURLEncoding.EncodeToString([]byte(subject))
 	if subject == "" {
@@ -114,16 +121,16 @@ func (l *Limiter) create(ctx context.Context, kind, what string) error {
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 		case err != nil:
-			return fmt.Errorf("%w: quota counter: %w", facade.ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: quota counter: %w", facade.ErrUnavailable, err)
 		default:
 			if n, err = strconv.Atoi(string(e.Value())); err != nil {
-				return fmt.Errorf("%w: quota counter %s holds %q", facade.ErrUnavailable, key, e.Value())
+				return nil, fmt.Errorf("%w: quota counter %s holds %q", facade.ErrUnavailable, key, e.Value())
 			}
 			rev = e.Revision()
 		}
 		if n >= limit {
 			l.throttled(class, reason)
-			return fmt.Errorf("%w: %s: this principal created %d of %d %s", sentinel, what, n, limit, kind)
+			return nil, fmt.Errorf("%w: %s: this principal created %d of %d %s", sentinel, what, n, limit, kind)
 		}
 		val := []byte(strconv.Itoa(n + 1))
 		if rev == 0 {
@@ -132,13 +139,38 @@ func (l *Limiter) create(ctx context.Context, kind, what string) error {
 			_, err = c.kv.Update(ctx, key, val, rev)
 		}
 		if err == nil {
-			return nil
+			return func() { l.uncount(c, key) }, nil
 		}
 		if !conflict(err) {
-			return fmt.Errorf("%w: quota counter: %w", facade.ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: quota counter: %w", facade.ErrUnavailable, err)
 		}
 	}
-	return fmt.Errorf("%w: quota counter %s: too many concurrent updates", facade.ErrUnavailable, key)
+	return nil, fmt.Errorf("%w: quota counter %s: too many concurrent updates", facade.ErrUnavailable, key)
+}
+
+// uncount takes one back from the counter at key, with the same
+// compare-and-set as create; a count it cannot give back (the store is
+// unavailable) stays, as a creation that happened would.
+func (l *Limiter) uncount(c *counters, key string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for range casAttempts {
+		e, err := c.kv.Get(ctx, key)
+		if err != nil {
+			return
+		}
+		n, err := strconv.Atoi(string(e.Value()))
+		if err != nil || n <= 0 {
+			return
+		}
+		_, err = c.kv.Update(ctx, key, []byte(strconv.Itoa(n-1)), e.Revision())
+		if err == nil {
+			return
+		}
+		if !conflict(err) {
+			return
+		}
+	}
 }
 
 // conflict reports whether err is a lost compare-and-set.
