@@ -93,6 +93,16 @@ func (f *follow) checkRecovered(r *wire.Frame) {
 		if cb := f.c.cfg.OnLiveGap; cb != nil {
 			cb(f.topic, f.last.Load(), r.First)
 		}
+		// Live events continue after the OK's seq, which may be below the
+		// last position seen (a stream recreated since): start over there.
+		f.last.Store(r.Seq)
+		return
+	}
+	for { // the OK's seq is where live events continue: a position to resume from
+		cur := f.last.Load()
+		if r.Seq <= cur || f.last.CompareAndSwap(cur, r.Seq) {
+			break
+		}
 	}
 }
 

@@ -125,6 +125,7 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 	id := g.nextID.Add(1)
 	log := g.log.With("session", id, "remote", r.RemoteAddr)
 	t := newWSTransport(ws, bc, g.cfg.OutboundQueue, g.cfg.WriteTimeout, g.cfg.PingInterval, log)
+	t.backlog = g.cfg.LiveRecoveryLimit
 	s := newSession(g, t, log)
 	s.meta.id, s.meta.remote, s.meta.started = id, r.RemoteAddr, time.Now()
 	if release, err := g.admitIP(r); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 
@@ -25,6 +26,10 @@ type liveSink interface {
 	// sendLive queues one event; false when the sink cannot take it (too
 	// slow, or gone), which ends the subscription.
 	sendLive(ev *liveEvent) bool
+	// sendRecovered queues one event of a recovery or a snapshot: sent
+	// before the client reads anything, so it may queue up to
+	// LiveRecoveryLimit events beyond the live bound; false as sendLive.
+	sendRecovered(ev *liveEvent) bool
 	// sendReady tells the client that the subscription is live: after the
 	// recovered or snapshot events, before the live ones.
 	sendReady(r liveReady)
@@ -210,9 +215,23 @@ func (g *Gateway) recover(ctx context.Context, lr facade.LiveReader, sub *liveSu
 			return ready, err
 		}
 	}
+	// The client has everything up to after: a lagging follower's events
+	// at or before it, waiting in pending, must not be sent again.
+	sub.mu.Lock()
+	sub.last = max(sub.last, after)
+	sub.mu.Unlock()
 	res, err := lr.ReadAfter(ctx, topic, after, g.cfg.LiveRecoveryLimit, sub.sendRecovered)
 	if err != nil {
 		return ready, err
+	}
+	if !opts.Snapshot && after > res.Last {
+		// The client's position is past the stream's end: not this
+		// stream's (recreated, reset): start over from its end.
+		sub.mu.Lock()
+		sub.last = res.Last
+		sub.mu.Unlock()
+		after = res.Last
+		ready.Recovered, ready.First = false, max(res.First, 1)
 	}
 	ready.Seq = max(after, res.Last)
 	sub.mu.Lock()
@@ -247,7 +266,7 @@ func (sub *liveSub) sendRecovered(e *facade.EventRecord) error {
 		return nil
 	}
 	sub.last = e.Seq
-	if !sub.sink.sendLive(&liveEvent{e: e}) {
+	if !sub.sink.sendRecovered(&liveEvent{e: e}) {
 		sub.dead = true
 		return wire.ErrSlowClient
 	}
@@ -281,7 +300,14 @@ func (g *Gateway) liveTopicOf(ctx context.Context, lr facade.LiveReader, topic s
 	lt.refs++
 	g.liveMu.Unlock()
 	if create {
-		lt.fsub, lt.err = lr.Follow(ctx, topic, facade.AfterNow, lt.onEvent)
+		// Resolve "now" here so that lt.last (the OK's seq) is a real
+		// position before the first event is fanned out.
+		var res facade.ReadResult
+		res, lt.err = lr.ReadAfter(ctx, topic, math.MaxUint64, 1, func(*facade.EventRecord) error { return nil })
+		if lt.err == nil {
+			lt.last = res.Last
+			lt.fsub, lt.err = lr.Follow(ctx, topic, res.Last, lt.onEvent)
+		}
 		close(lt.ready)
 	} else {
 		select {

@@ -28,6 +28,21 @@ func (l *sessionLive) sendLive(ev *liveEvent) bool {
 	return true
 }
 
+func (l *sessionLive) sendRecovered(ev *liveEvent) bool {
+	s := l.s
+	if s.expired() {
+		return true
+	}
+	switch s.t.SendBacklog(ev.wsFrame()) {
+	case queueFull:
+		s.slow()
+		return false
+	case sendClosing:
+		return false
+	}
+	return true
+}
+
 func (l *sessionLive) sendReady(r liveReady) {
 	f := wire.Frame{Op: wire.OpOK, Corr: l.corr, Seq: r.Seq}
 	if r.Recovery {

@@ -47,6 +47,8 @@ func (f *fakeTransport) SendShared(b []byte) sendResult {
 	return f.Send(buf)
 }
 
+func (f *fakeTransport) SendBacklog(b []byte) sendResult { return f.SendShared(b) }
+
 func (f *fakeTransport) Close(code int, reason string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -28,6 +28,20 @@ type sseSink struct {
 	q    chan []byte
 	slow chan struct{} // closed when the queue overflowed
 	once sync.Once
+	// backlog holds a recovery's (or a snapshot's) events, at most
+	// backlogMax: they are queued by the handler goroutine itself, before
+	// it starts writing, and written first.
+	backlog    [][]byte
+	backlogMax int
+}
+
+func (k *sseSink) sendRecovered(ev *liveEvent) bool {
+	if len(k.backlog) >= k.backlogMax {
+		k.once.Do(func() { close(k.slow) })
+		return false
+	}
+	k.backlog = append(k.backlog, ev.sseFrame())
+	return true
 }
 
 func (k *sseSink) sendLive(ev *liveEvent) bool {
@@ -41,7 +55,13 @@ func (k *sseSink) sendLive(ev *liveEvent) bool {
 }
 
 func (k *sseSink) sendReady(r liveReady) {
-	b := fmt.Appendf(nil, "event: ready\ndata: {\"recovered\":%t,\"seq\":%d", r.Recovered, r.Seq)
+	var b []byte
+	if r.Seq > 0 {
+		// The position live events continue after: an EventSource that
+		// reconnects before the first event resumes from it.
+		b = fmt.Appendf(b, "id: %d\n", r.Seq)
+	}
+	b = fmt.Appendf(b, "event: ready\ndata: {\"recovered\":%t,\"seq\":%d", r.Recovered, r.Seq)
 	if r.First != 0 {
 		b = fmt.Appendf(b, ",\"first\":%d", r.First)
 	}
@@ -101,7 +121,7 @@ func (g *Gateway) serveSSE(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, err)
 		return
 	}
-	sink := &sseSink{q: make(chan []byte, g.cfg.OutboundQueue), slow: make(chan struct{})}
+	sink := &sseSink{q: make(chan []byte, g.cfg.OutboundQueue), slow: make(chan struct{}), backlogMax: g.cfg.OutboundQueue + g.cfg.LiveRecoveryLimit + 1}
 	ctx, cancel := context.WithTimeout(g.bind(r.Context(), p), g.cfg.RequestTimeout)
 	ls, err := g.follow(ctx, topic, opts, sink)
 	cancel()
@@ -148,6 +168,15 @@ func (g *Gateway) serveSSE(w http.ResponseWriter, r *http.Request) {
 		}
 		return rc.Flush() == nil
 	}
+	// What the recovery read comes first, then the ready event and the
+	// live events queued meanwhile.
+	for _, b := range sink.backlog {
+		_ = rc.SetWriteDeadline(time.Now().Add(g.cfg.WriteTimeout))
+		if _, err := w.Write(b); err != nil {
+			return
+		}
+	}
+	sink.backlog = nil
 	for {
 		select {
 		case b := <-sink.q:

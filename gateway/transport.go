@@ -28,6 +28,9 @@ type transport interface {
 	// transports (a live event encoded once for every subscriber): they
 	// are only read, never recycled.
 	SendShared(b []byte) sendResult
+	// SendBacklog is SendShared for a live recovery's events, which may
+	// queue up to the recovery limit beyond the queue's bound.
+	SendBacklog(b []byte) sendResult
 	// Written is how many frames have been, or are being, written to the
 	// connection.
 	Written() uint64
@@ -86,10 +89,12 @@ type wsTransport struct {
 	// written counts the frames handed to the kernel, or being handed
 	// (counted before the write, so that a client can never have read a
 	// frame not yet counted); frames are written in the order queued.
-	written atomic.Uint64
-	max     int
-	wake    chan struct{} // capacity 1: the queue became non-empty
-	spare   []qframe      // the writer's batch slice, reused
+	written  atomic.Uint64
+	max      int
+	backlog  int           // frames SendBacklog may queue beyond max
+	nBacklog int           // backlog frames in q (guarded by qmu)
+	wake     chan struct{} // capacity 1: the queue became non-empty
+	spare    []qframe      // the writer's batch slice, reused
 
 	mu       sync.Mutex
 	closing  bool
@@ -127,6 +132,14 @@ func (t *wsTransport) SendShared(b []byte) sendResult {
 	return r
 }
 
+// SendBacklog queues shared bytes as SendShared does, but up to backlog
+// frames beyond the queue's bound: a live recovery's events, written
+// before the client has anything else to read.
+func (t *wsTransport) SendBacklog(b []byte) sendResult {
+	r, _ := t.enqueueWithin(qframe{shared: b}, true)
+	return r
+}
+
 // qframe is one queued frame: a pooled buffer the transport owns, or
 // shared bytes it only reads.
 type qframe struct {
@@ -148,6 +161,12 @@ func (f qframe) release() {
 }
 
 func (t *wsTransport) enqueue(f qframe) (sendResult, uint64) {
+	return t.enqueueWithin(f, false)
+}
+
+// enqueueWithin queues f: within max frames not counting backlog frames,
+// or, for a backlog frame, within backlog such frames.
+func (t *wsTransport) enqueueWithin(f qframe, backlog bool) (sendResult, uint64) {
 	select {
 	case <-t.closeCh:
 		f.release()
@@ -155,10 +174,17 @@ func (t *wsTransport) enqueue(f qframe) (sendResult, uint64) {
 	default:
 	}
 	t.qmu.Lock()
-	if len(t.q) >= t.max {
+	full := len(t.q)-t.nBacklog >= t.max
+	if backlog {
+		full = t.nBacklog >= t.max+t.backlog
+	}
+	if full {
 		t.qmu.Unlock()
 		f.release()
 		return queueFull, 0
+	}
+	if backlog {
+		t.nBacklog++
 	}
 	t.q = append(t.q, f)
 	t.queued++
@@ -186,6 +212,7 @@ func (t *wsTransport) take() []qframe {
 	}
 	t.q = t.spare[:0]
 	t.spare = nil
+	t.nBacklog = 0
 	return batch
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -62,7 +63,7 @@ func (b *Bus) follow(ctx context.Context, ti *topicInfo, filters []string, after
 	if err != nil {
 		return nil, fmt.Errorf("follow %s: %w", ti.topic, translate(err))
 	}
-	f := &follower{b: b, topic: ti.topic, fn: fn, last: after, done: make(chan struct{})}
+	f := &follower{b: b, ti: ti, oc: oc, topic: ti.topic, fn: fn, last: after, done: make(chan struct{})}
 	f.ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
 
 	b.subsMu.Lock()
@@ -96,6 +97,8 @@ func (b *Bus) follow(ctx context.Context, ti *topicInfo, filters []string, after
 // follower is one subscription that follows a stream without a group.
 type follower struct {
 	b     *Bus
+	ti    *topicInfo
+	oc    jetstream.Consumer // the ordered consumer, deleted when it stops
 	topic string
 	fn    func(context.Context, *facade.EventRecord) error
 	last  uint64 // the last position handed to fn (the onMsg goroutine's)
@@ -143,6 +146,25 @@ func (f *follower) run(cc jetstream.ConsumeContext) {
 	f.cancel()
 	cc.Stop()
 	<-closed
+	select {
+	case <-f.b.done:
+	default:
+		f.b.deleteOrdered(f.ti, f.oc)
+	}
+}
+
+// deleteOrdered deletes the server consumer an ordered consumer is on,
+// best effort: nats.go leaves it until its inactive threshold.
+func (b *Bus) deleteOrdered(ti *topicInfo, oc jetstream.Consumer) {
+	info := oc.CachedInfo()
+	if info == nil || b.nc.IsClosed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := ti.stream.DeleteConsumer(ctx, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		b.log.Debug("delete ordered consumer", "topic", ti.topic, "consumer", info.Name, "err", err)
+	}
 }
 
 func (f *follower) endedBy(err error) {
@@ -211,6 +233,9 @@ func (b *Bus) ReadAfter(ctx context.Context, topic string, after uint64, limit i
 	if err != nil {
 		return res, fmt.Errorf("read %s: %w", topic, translate(err))
 	}
+	// nats.go leaves an ordered consumer's last server consumer behind
+	// until its inactive threshold: one per recovery, minutes each.
+	defer b.deleteOrdered(ti, oc)
 	for {
 		n := min(readBatch, limit-res.Read+1) // one more than the limit tells whether more follow
 		batch, err := oc.FetchNoWait(n)

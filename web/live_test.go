@@ -66,7 +66,7 @@ func TestClientLive(t *testing.T) {
 		}, {onReady(r) { readies.push(r); }});
 		return [lsub.topic, lsub.seq, readies.length, JSON.stringify(lc.liveSubscriptions.map(s => s.topic))].join(" ");
 	})()`)
-	if want := topic + " 0 1 " + `["` + topic + `"]`; got != want {
+	if want := topic + " 2 1 " + `["` + topic + `"]`; got != want { // seq: the topic's end when it subscribed
 		t.Fatalf("live: %q, want %q", got, want)
 	}
 

@@ -213,16 +213,16 @@ export class LiveSubscription {
       // since or snapshot: the OK says how complete it was, and from where
       // the live events continue (an empty stream: no seq, position 0).
       recovered = ok.recovered !== false;
-      this._seq = Math.max(this._seq, seq);
+      // Incomplete: live events continue after the OK's seq, which may be
+      // below a position the stream no longer holds (it was recreated).
+      this._seq = recovered ? Math.max(this._seq, seq) : seq;
       this._known = true;
     } else {
-      // A plain subscription: live from now on. After a reconnect without a
-      // known position, events published meanwhile may be missed.
+      // A plain subscription: live from the OK's seq on (the topic's end
+      // when it subscribed), a position to recover from after a reconnect.
       recovered = !reconnect;
-      if (seq > 0) {
-        this._seq = Math.max(this._seq, seq);
-        this._known = true;
-      }
+      this._seq = Math.max(this._seq, seq);
+      this._known = true;
     }
     const ready = { recovered, seq: this._seq, reconnected: Boolean(reconnect) };
     if (!recovered && typeof ok.first === "number") ready.first = ok.first;
