@@ -69,17 +69,19 @@ func (g *Gateway) admitIP(r *http.Request) (release func(), err error) {
 	return g.cfg.Limiter.ConnectIP(ip)
 }
 
-// admit counts the session's connection against p's quota, releasing the
-// count of the principal it had before (a re-AUTH). Reader goroutine only.
+// admit counts the session's connection against p's quota, after
+// releasing the count of the principal it had before (a re-AUTH: the same
+// principal refreshing its token must not find its own connection in the
+// way). Refused, the session ends. Reader goroutine only.
 func (s *session) admit(p Principal) error {
 	if s.gw.cfg.Limiter == nil {
 		return nil
 	}
+	s.releaseLimits()
 	release, err := s.gw.cfg.Limiter.Connect(p)
 	if err != nil {
 		return err
 	}
-	s.releaseLimits()
 	s.limitRelease = release
 	return nil
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/eventhub/eventhub/hub"
 	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/limits"
+	"github.com/eventhub/eventhub/wire"
+	"github.com/gorilla/websocket"
 )
 
 func mintSubject(t testing.TB, subject string) string {
@@ -203,4 +205,37 @@ func TestSSECountsAsAConnection(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestReauthAtTheConnectionQuota: a connection whose principal holds its
+// whole connection quota (1) refreshes its token with a new AUTH: it stays
+// open, and still counts as the one connection.
+func TestReauthAtTheConnectionQuota(t *testing.T) {
+	h := limitedHub(t, limits.Config{Quotas: limits.Quotas{Connections: 1}})
+	ws, _, err := (&websocket.Dialer{HandshakeTimeout: 5 * time.Second}).Dial("ws://"+h.Addr("ws"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	auth := func(corr string) wire.Frame {
+		t.Helper()
+		if err := ws.WriteJSON(wire.Frame{Op: wire.OpAuth, Token: mintSubject(t, "carol"), Corr: corr}); err != nil {
+			t.Fatal(err)
+		}
+		_ = ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+		var f wire.Frame
+		if err := ws.ReadJSON(&f); err != nil {
+			t.Fatalf("AUTH %s: %v", corr, err)
+		}
+		return f
+	}
+	if f := auth("1"); f.Op != wire.OpOK {
+		t.Fatalf("first AUTH: %+v", f)
+	}
+	if f := auth("2"); f.Op != wire.OpOK {
+		t.Fatalf("a token refresh at the connection quota: %+v", f)
+	}
+	if _, err := client.Dial(t.Context(), "ws://"+h.Addr("ws"), client.Config{Token: mintSubject(t, "carol"), NoReconnect: true}); !errors.Is(err, facade.ErrConnectionQuota) {
+		t.Fatalf("a second connection after the refresh: %v, want connection_quota", err)
+	}
 }
