@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/client"
 	"github.com/eventhub/eventhub/facade"
@@ -18,7 +20,6 @@ import (
 	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/limits"
 	"github.com/eventhub/eventhub/wire"
-	"github.com/gorilla/websocket"
 )
 
 func mintSubject(t testing.TB, subject string) string {
