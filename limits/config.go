@@ -42,7 +42,8 @@ type Config struct {
 	// set in that server's configuration.
 	Account AccountLimits `yaml:"account"`
 	// MaxTracked bounds how many principals' rate buckets are kept
-	// (default 100 000); full buckets of idle principals are dropped first.
+	// (default 100 000); full buckets of idle principals are dropped first,
+	// then others at random (their principals get a full burst again).
 	MaxTracked int `yaml:"maxTracked"`
 	// OnThrottle, if set, is called for every refused request with the
 	// principal's class and the reason (metrics). It must be quick and

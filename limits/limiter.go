@@ -211,7 +211,11 @@ func (l *Limiter) principalBuckets(ri int, subject string) *buckets {
 }
 
 // pruneLocked drops the buckets that are full again: forgetting them
-// changes nothing for their principals.
+// changes nothing for their principals. If that leaves more than nine
+// tenths of MaxTracked, it drops others too, at random, down to that: the
+// bound holds, and a principal dropped early gets a full burst again.
+// Pruning to nine tenths keeps it to one scan per tenth of MaxTracked new
+// principals.
 func (l *Limiter) pruneLocked() {
 	now := time.Now()
 	full := func(r *rate.Limiter) bool { return r == nil || r.TokensAt(now) >= float64(r.Burst()) }
@@ -219,6 +223,13 @@ func (l *Limiter) pruneLocked() {
 		if full(b.events) && full(b.bytes) {
 			delete(l.buckets, k)
 		}
+	}
+	keep := l.cfg.MaxTracked - max(l.cfg.MaxTracked/10, 1)
+	for k := range l.buckets {
+		if len(l.buckets) <= keep {
+			break
+		}
+		delete(l.buckets, k)
 	}
 }
 
