@@ -215,7 +215,9 @@ func (c *Client) resubscribe(ctx context.Context, cn *conn) error {
 	c.mu.Lock()
 	lives := make([]*follow, 0, len(c.lives))
 	for _, f := range c.lives {
-		lives = append(lives, f)
+		if f.established.Load() { // Follow sends the others itself
+			lives = append(lives, f)
+		}
 	}
 	c.mu.Unlock()
 	for _, f := range lives {

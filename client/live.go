@@ -19,6 +19,9 @@ type follow struct {
 	topic string
 	fn    func(*facade.EventRecord)
 	last  atomic.Uint64 // position of the last event handed to fn
+	// established: its first SUBSCRIBE was answered; until then a
+	// reconnect leaves it to Follow, which sends it on the new connection.
+	established atomic.Bool
 
 	done  chan struct{}
 	ended sync.Once
@@ -82,6 +85,7 @@ func (c *Client) Follow(ctx context.Context, topic string, after uint64, fn func
 		return nil, err
 	}
 	f.checkRecovered(r)
+	f.established.Store(true)
 	return f, nil
 }
 
