@@ -13,27 +13,18 @@ type sessionLive struct {
 	corr string // the SUBSCRIBE's, for its OK
 }
 
-func (l *sessionLive) sendLive(ev *liveEvent) bool {
+func (l *sessionLive) sendLive(ev *liveEvent) bool { return l.queue(ev, l.s.t.SendShared) }
+
+func (l *sessionLive) sendRecovered(ev *liveEvent) bool { return l.queue(ev, l.s.t.SendBacklog) }
+
+// queue sends ev's frame with send; false when the session is too slow for
+// it or closing, which ends the subscription.
+func (l *sessionLive) queue(ev *liveEvent, send func([]byte) sendResult) bool {
 	s := l.s
 	if s.expired() {
 		return true // the session is ending: nothing is written any more
 	}
-	switch s.t.SendShared(ev.wsFrame()) {
-	case queueFull:
-		s.slow()
-		return false
-	case sendClosing:
-		return false
-	}
-	return true
-}
-
-func (l *sessionLive) sendRecovered(ev *liveEvent) bool {
-	s := l.s
-	if s.expired() {
-		return true
-	}
-	switch s.t.SendBacklog(ev.wsFrame()) {
+	switch send(ev.wsFrame()) {
 	case queueFull:
 		s.slow()
 		return false

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/eventhub/eventhub/facade"
-	"github.com/eventhub/eventhub/internal/natstest"
 	"github.com/eventhub/eventhub/jetstream"
 	"github.com/eventhub/eventhub/limits"
 )
@@ -183,21 +182,7 @@ func TestConnectionAndSubscriptionQuotas(t *testing.T) {
 // Limiter, on one NATS server: the topic and group quotas count on both
 // together, while the subscription quota is each hub's own.
 func TestQuotasGlobalAcrossHubs(t *testing.T) {
-	srv := natstest.RunEmbedded(t)
-	cfg := limits.Config{Quotas: limits.Quotas{Topics: 2, Groups: 2, Subscriptions: 2}}
-	var buses [2]*jetstream.Bus
-	for i := range buses {
-		l := newLimiter(t, cfg)
-		b, err := jetstream.New(natstest.InProcessConn(t, srv), jetstream.Config{Guard: l, Storage: "memory"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = b.Close() })
-		if err := l.Start(t.Context(), b.JetStream(), limits.StartConfig{Memory: true}); err != nil {
-			t.Fatal(err)
-		}
-		buses[i] = b
-	}
+	buses := quotaBuses(t, limits.Config{Quotas: limits.Quotas{Topics: 2, Groups: 2, Subscriptions: 2}}, 2)
 	alice := limits.WithPrincipal(t.Context(), "alice")
 	pub := func(b *jetstream.Bus, ctx context.Context, topic string) error {
 		_, err := b.Publish(ctx, topic, []byte(`{}`), facade.PublishOptions{})

@@ -12,6 +12,8 @@ import (
 	"github.com/eventhub/eventhub/limits"
 )
 
+// quotaBuses starts n buses on one embedded server, each a hub with its own
+// limiter of cfg: quotas they share through the server's KV.
 func quotaBuses(t *testing.T, cfg limits.Config, n int) []*jetstream.Bus {
 	srv := natstest.RunEmbedded(t)
 	var buses []*jetstream.Bus
