@@ -496,7 +496,7 @@ func (s *session) subscribe(f *wire.Frame) error {
 // disconnected and the lease, still in the table, is handed back.
 func (s *session) deliver(sub *subscription, d facade.Delivery) {
 	e := d.Event()
-	if err := leaseFor(s.ctx, d, sub.ackTimeout); err != nil && leaseErr(err, e.ID) != err {
+	if err := leaseFor(s.ctx, d, sub.ackTimeout); leaseEnded(err) {
 		// Its lease at the store ended before it could be sent: the
 		// store redelivers it; an EVENT now could never be acknowledged.
 		sub.freed()
@@ -721,10 +721,16 @@ func (s *session) settle(f *wire.Frame) error {
 // passed at the store, or its subscription stopped) into the protocol's
 // unknown_id.
 func leaseErr(err error, id string) error {
-	if errors.Is(err, facade.ErrExpired) || errors.Is(err, facade.ErrSettled) || errors.Is(err, facade.ErrClosed) {
+	if leaseEnded(err) {
 		return fmt.Errorf("%w: lease of %s ended: %w", facade.ErrUnknownID, id, err)
 	}
 	return err
+}
+
+// leaseEnded reports whether err says the delivery was settled meanwhile:
+// its deadline passed at the store, or its subscription stopped.
+func leaseEnded(err error) bool {
+	return errors.Is(err, facade.ErrExpired) || errors.Is(err, facade.ErrSettled) || errors.Is(err, facade.ErrClosed)
 }
 
 // modAck moves the lease to now + max(1s, extend_ms, or the subscription's

@@ -124,11 +124,11 @@ func (t *wsTransport) Send(buf *[]byte) sendResult {
 }
 
 func (t *wsTransport) SendNumbered(buf *[]byte) (sendResult, uint64) {
-	return t.enqueue(qframe{own: buf})
+	return t.enqueue(qframe{own: buf}, false)
 }
 
 func (t *wsTransport) SendShared(b []byte) sendResult {
-	r, _ := t.enqueue(qframe{shared: b})
+	r, _ := t.enqueue(qframe{shared: b}, false)
 	return r
 }
 
@@ -136,7 +136,7 @@ func (t *wsTransport) SendShared(b []byte) sendResult {
 // frames beyond the queue's bound: a live recovery's events, written
 // before the client has anything else to read.
 func (t *wsTransport) SendBacklog(b []byte) sendResult {
-	r, _ := t.enqueueWithin(qframe{shared: b}, true)
+	r, _ := t.enqueue(qframe{shared: b}, true)
 	return r
 }
 
@@ -160,13 +160,9 @@ func (f qframe) release() {
 	}
 }
 
-func (t *wsTransport) enqueue(f qframe) (sendResult, uint64) {
-	return t.enqueueWithin(f, false)
-}
-
-// enqueueWithin queues f: within max frames not counting backlog frames,
-// or, for a backlog frame, within backlog such frames.
-func (t *wsTransport) enqueueWithin(f qframe, backlog bool) (sendResult, uint64) {
+// enqueue queues f: within max frames not counting backlog frames, or,
+// for a backlog frame, within max+backlog backlog frames.
+func (t *wsTransport) enqueue(f qframe, backlog bool) (sendResult, uint64) {
 	select {
 	case <-t.closeCh:
 		f.release()

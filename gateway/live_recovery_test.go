@@ -117,15 +117,7 @@ func TestLiveRecoveryLeavesNoConsumers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ti, err := bus.LookupTopic(ctx, "rc.t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := ti.Stream.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := info.State.Consumers; n != 0 {
+	if n := consumersOn(t, bus, "rc.t"); n != 0 {
 		t.Fatalf("%d consumers left on the stream after 5 finished recoveries", n)
 	}
 }
@@ -146,17 +138,23 @@ func TestFollowerStopLeavesNoConsumer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ti, err := bus.LookupTopic(ctx, "fs.t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := ti.Stream.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := info.State.Consumers; n != 0 {
+	if n := consumersOn(t, bus, "fs.t"); n != 0 {
 		t.Fatalf("%d consumers left after 3 stopped followers", n)
 	}
+}
+
+// consumersOn is how many consumers the stream of topic has.
+func consumersOn(t *testing.T, bus *jetstream.Bus, topic string) int {
+	t.Helper()
+	ti, err := bus.LookupTopic(t.Context(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := ti.Stream.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Consumers
 }
 
 // TestSSEResumeWithTheDefaults: an SSE resume that missed more events than
