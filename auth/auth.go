@@ -28,13 +28,16 @@ type Config struct {
 	// JWT verifies bearer JWTs; used when its Secret or JWKSURL is set.
 	JWT VerifierConfig
 	// NativeScoped lets tokens without the admin scope (and a static token
-	// with a StaticPolicy) connect as native NATS clients, with permissions
-	// derived from their policy. Off by default: native clients share one
-	// NATS account with the hub's streams, where NATS cannot keep a client
+	// with a StaticPolicy) connect as native NATS clients of an external
+	// server, through the auth callout, with permissions derived from
+	// their policy. Off by default: there native clients share the one
+	// account the callout places them in, where NATS cannot keep a client
 	// to its policy on reply subjects (a publish or a JetStream request
 	// whose reply subject names another topic has the server write there)
 	// nor keep clients out of each other's _INBOX replies. Turn it on only
 	// where every native client is trusted with the topics of every other.
+	// The embedded server gives each such token an account of its own and
+	// accepts it whatever this says.
 	NativeScoped bool
 }
 

@@ -106,7 +106,7 @@ func (c *Callout) handle(m *nats.Msg) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	id, perms, code := c.n.authorize(ctx, token)
+	id, perms, _, code := c.n.authorize(ctx, token, false)
 	if code != "" {
 		refuse(code)
 		return

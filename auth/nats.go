@@ -22,12 +22,14 @@ import (
 //
 // The all-access static token and tokens with the admin scope get the whole
 // JetStream API and every subject but the hub's own inboxes and $SYS.>, as
-// operators' nats CLI expects. Other tokens are refused
-// ("native_needs_admin") unless [Config.NativeScoped] is on; their policy
-// then becomes NATS subject permissions:
+// operators' nats CLI expects. Every other token connects in a NATS account
+// of its own (see principalAccounts) that imports from the hub's account
+// only what its policy grants, and its policy also becomes the user's
+// subject permissions in that account:
 //
 //   - publish rights on a topic cover its keyed subjects (<topic>._k.*) too,
-//     and JetStream-acknowledged publishes work (acks arrive on _INBOX.>);
+//     and JetStream-acknowledged publishes work (acks arrive on the
+//     account's own _INBOX.>);
 //   - subscribe rights give live (core NATS) subscriptions on the topics,
 //     exact for wildcard subscriptions too (see subscribePermissions);
 //   - the JetStream API is granted by stream and consumer name for the
@@ -36,20 +38,20 @@ import (
 //     consumers, so a native JetStream consumer bound to a group shares its
 //     work with the hub's members; no consumer is created or deleted
 //     natively; other system subjects ($KV.>, $SYS.>…) and the rest of the
-//     JetStream API stay denied, even to wildcard policies (a policy whose
-//     allow list begins with a wildcard gets no JetStream API at all: NATS
-//     could not keep it out of $JS.>);
-//   - a policy NATS cannot express (a "**" that is not last, a deny that
-//     shadows a later allow, an entry naming "$" or "_" subjects) is
-//     refused rather than approximated.
+//     JetStream API stay denied;
+//   - a policy that imports cannot hold exactly (an allow entry beginning
+//     with a wildcard, overlapping entries, a "**" that is not last, a deny
+//     that shadows a later allow, an entry naming "$" or "_" subjects) is
+//     refused rather than approximated ("policy_not_expressible").
 //
-// What subject permissions cannot do, and why NativeScoped is off by
-// default: NATS checks the subject a client publishes to, never the reply
-// subject it names, and JetStream answers from inside the server; a
-// publish (or a direct get, or a pull) whose reply subject is another
-// topic has the server write the answer into that topic's stream. And
-// every such client subscribes to _INBOX.>, where the others' JetStream
-// replies (pulled events among them) arrive.
+// Because every request a scoped client makes crosses an import, the
+// server answers into the client's own account whatever reply subject it
+// names, and no client sees another principal's replies.
+//
+// On an external server the auth callout ([Callout]) cannot make accounts:
+// there, scoped tokens share the account the callout places them in, and
+// are refused unless [Config.NativeScoped] is on (its doc says what that
+// costs).
 //
 // The hub's own inboxes use a private random prefix that is denied to
 // everyone else. Every connection is closed when its token expires.
@@ -63,6 +65,7 @@ type NATS struct {
 	hubToken  string
 	hubDigest token.Digest
 	hubInbox  string
+	accounts  principalAccounts
 	log       *slog.Logger
 	onFail    func(code string)
 }
@@ -96,6 +99,11 @@ type directory struct{ Directory }
 // JetStream API grants; until it is set (the bus is not open yet) native
 // clients get none. Safe for concurrent use.
 func (n *NATS) SetDirectory(d Directory) { n.dir.Store(&directory{d}) }
+
+// SetServer tells the authentication which embedded server it guards, where
+// it makes the accounts of scoped clients; until it is set they are
+// refused ("starting"). Safe for concurrent use.
+func (n *NATS) SetServer(s *server.Server) { n.accounts.setServer(s) }
 
 // HubToken is the secret the hub's own connection authenticates with.
 func (n *NATS) HubToken() string { return n.hubToken }
@@ -133,12 +141,26 @@ func (n *NATS) Check(c server.ClientAuthentication) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	id, perms, code := n.authorize(ctx, tok)
+	id, perms, plan, code := n.authorize(ctx, tok, true)
 	if code != "" {
 		n.refuse(c, code)
 		return false
 	}
-	c.RegisterUser(&server.User{Username: id.Subject, Permissions: perms, ConnectionDeadline: id.Expires})
+	user := &server.User{Username: id.Subject, Permissions: perms, ConnectionDeadline: id.Expires}
+	if plan != nil {
+		acc, err := n.accounts.account(id.Subject, *plan)
+		if errors.Is(err, errNoServer) {
+			n.refuse(c, "starting")
+			return false
+		}
+		if err != nil {
+			n.log.Error("native NATS client account", "err", err, "subject", id.Subject)
+			n.refuse(c, "internal")
+			return false
+		}
+		user.Account = acc
+	}
+	c.RegisterUser(user)
 	return true
 }
 
@@ -146,10 +168,15 @@ func (n *NATS) Check(c server.ClientAuthentication) bool {
 // permissions; code is a refusal reason ("" when accepted). The embedded
 // server's Check and the auth callout service share it, so a token has the
 // same rights on the embedded server and on an external one.
-func (n *NATS) authorize(ctx context.Context, token string) (id *Identity, perms *server.Permissions, code string) {
+//
+// A token without the admin scope is accepted only where it gets an account
+// of its own (ownAccount, the embedded server), or where the operator
+// accepted sharing one (Config.NativeScoped); plan is then what its own
+// account imports (nil for an admin, and without ownAccount).
+func (n *NATS) authorize(ctx context.Context, token string, ownAccount bool) (id *Identity, perms *server.Permissions, plan *importPlan, code string) {
 	id, err := n.auth.Authenticate(ctx, token)
 	if err != nil {
-		return nil, nil, codeOf(err)
+		return nil, nil, nil, codeOf(err)
 	}
 	hubInbox := n.hubInbox + ".>"
 	if id.HasScope(ScopeAdmin) {
@@ -157,22 +184,29 @@ func (n *NATS) authorize(ctx context.Context, token string) (id *Identity, perms
 		return id, &server.Permissions{
 			Publish:   &server.SubjectPermission{Deny: deny},
 			Subscribe: &server.SubjectPermission{Deny: slices.Clone(deny)},
-		}, ""
+		}, nil, ""
 	}
-	if !n.auth.nativeScoped {
-		return nil, nil, "native_needs_admin"
+	if !ownAccount && !n.auth.nativeScoped {
+		return nil, nil, nil, "native_needs_admin"
 	}
 	pub, sub, ok := id.Policy.NATSPermissions()
 	if !ok || slices.ContainsFunc(pub, systemEntry) || slices.ContainsFunc(sub, systemEntry) {
-		return nil, nil, "policy_not_expressible"
-	}
-	subAllow, subDeny, ok := subscribePermissions(sub)
-	if !ok {
-		return nil, nil, "policy_not_expressible"
+		return nil, nil, nil, "policy_not_expressible"
 	}
 	var dir Directory
 	if d := n.dir.Load(); d != nil {
 		dir = d.Directory
+	}
+	if ownAccount && (slices.ContainsFunc(pub, leadingWildcard) || slices.ContainsFunc(sub, leadingWildcard)) {
+		firsts, err := firstTokens(ctx, dir)
+		if err != nil {
+			n.log.Warn("native NATS client gets no wildcard topics: streams could not be listed", "err", err, "subject", id.Subject)
+		}
+		pub, sub = expandLeading(pub, firsts), expandLeading(sub, firsts)
+	}
+	subAllow, subDeny, ok := subscribePermissions(sub)
+	if !ok {
+		return nil, nil, nil, "policy_not_expressible"
 	}
 	js, jsOK, err := jetStreamGrants(ctx, dir, id.Policy, pub, sub)
 	if err != nil {
@@ -185,16 +219,24 @@ func (n *NATS) authorize(ctx context.Context, token string) (id *Identity, perms
 		// else under $JS is in it (no entry begins with a wildcard).
 		pubDeny = slices.DeleteFunc(pubDeny, func(s string) bool { return s == "$JS.>" })
 	}
+	pubAllow := append(withKeyed(pub), js...)
+	if ownAccount {
+		p, ok := planImports(pubAllow, subAllow)
+		if !ok {
+			return nil, nil, nil, "policy_not_expressible"
+		}
+		plan = &p
+	}
 	return id, &server.Permissions{
 		Publish: &server.SubjectPermission{
-			Allow: append(withKeyed(pub), js...),
+			Allow: pubAllow,
 			Deny:  pubDeny,
 		},
 		Subscribe: &server.SubjectPermission{
 			Allow: append(subAllow, "_INBOX.>"),
 			Deny:  append(append(slices.Clone(systemSubjects), hubInbox), subDeny...),
 		},
-	}, ""
+	}, plan, ""
 }
 
 func (n *NATS) refuse(c server.ClientAuthentication, code string) {

@@ -31,6 +31,8 @@ type Stream struct {
 	Topic string
 	// Groups are the hub groups found on a shared stream.
 	Groups []GroupConsumer
+	// Subjects are the stream's subjects.
+	Subjects []string
 }
 
 // GroupConsumer is the durable consumer of a hub group.

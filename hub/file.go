@@ -131,11 +131,13 @@ type AuthFile struct {
 	// JWT verifies bearer JWTs; on when secret or jwksURL is set.
 	JWT JWTFile `yaml:"jwt"`
 	// NativeScopedClients lets tokens without the admin scope connect as
-	// native NATS clients, with rights derived from their policy. Off:
-	// native NATS clients sharing the hub's account could write to topics
-	// they may not publish to through reply subjects, and read each
-	// other's replies; turn it on only where every native client is
-	// trusted. $EVENTHUB_NATIVE_SCOPED_CLIENTS.
+	// native NATS clients of an external server (auth callout), with
+	// rights derived from their policy. Off: there they share one NATS
+	// account, where they could write to topics they may not publish to
+	// through reply subjects, and read each other's replies; turn it on
+	// only where every native client is trusted. The embedded server
+	// gives each such token an account of its own and accepts it either
+	// way. $EVENTHUB_NATIVE_SCOPED_CLIENTS.
 	NativeScopedClients bool `yaml:"nativeScopedClients"`
 }
 

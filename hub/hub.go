@@ -293,6 +293,9 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 	}
 	if na != nil {
 		na.SetDirectory(busDirectory{bus})
+		if srv := bus.Server(); srv != nil {
+			na.SetServer(srv)
+		}
 	}
 	h := &Hub{cfg: cfg, log: log, Bus: bus, Auth: au, Registry: reg, Metrics: m, cancel: cancel, limiter: lim}
 	if err := h.startLimits(ctx); err != nil {

@@ -20,7 +20,7 @@ import (
 // native NATS), and the sessions it opens end at exp plus the leeway.
 func TestJWTLeewayIsOneRuleEverywhere(t *testing.T) {
 	const leeway = 4 * time.Second
-	h := startHub(t, hub.Config{Auth: auth.Config{NativeScoped: true, JWT: auth.VerifierConfig{Secret: secret, Leeway: leeway}}})
+	h := startHub(t, hub.Config{Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret, Leeway: leeway}}})
 	issued := time.Now().Add(-2 * time.Second)
 	tok, err := auth.MintHS256(secret, auth.MintClaims{Subject: "late", Scopes: []string{"publish:**", "subscribe:**"}, TTL: time.Second}, issued)
 	if err != nil {

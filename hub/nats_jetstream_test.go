@@ -74,7 +74,7 @@ func (c *nativeClient) refused(t *testing.T, subject string, call func(ctx conte
 }
 
 func jsHub(t *testing.T) *hub.Hub {
-	return startHub(t, hub.Config{Memory: true, Auth: auth.Config{Token: staticToken, NativeScoped: true, JWT: auth.VerifierConfig{Secret: secret}}})
+	return startHub(t, hub.Config{Memory: true, Auth: auth.Config{Token: staticToken, JWT: auth.VerifierConfig{Secret: secret}}})
 }
 
 func publishN(t *testing.T, h *hub.Hub, topic string, from, n int) {
@@ -328,6 +328,18 @@ func TestNativeJetStreamConsumerSharesHubGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cc.Stop()
+	// Both members' pulls wait on the group before the events arrive, so
+	// that the hub member's larger pull cannot take every event first.
+	testutil.CheckFor(t, 10*time.Second, func() error {
+		ci, err := cons.Info(t.Context())
+		if err != nil {
+			return err
+		}
+		if ci.NumWaiting < 2 {
+			return fmt.Errorf("%d pulls waiting on the group, want both members'", ci.NumWaiting)
+		}
+		return nil
+	})
 	publishN(t, h, topic, 0, total)
 	testutil.CheckFor(t, 20*time.Second, func() error {
 		select {
@@ -411,7 +423,7 @@ func TestNativeJetStreamAdmin(t *testing.T) {
 // topics, a token for one topic reads that topic's last events and joins
 // its hub groups, never the family's other topics.
 func TestNativeJetStreamFamilyStream(t *testing.T) {
-	h := startHub(t, hub.Config{Memory: true, Auth: auth.Config{Token: staticToken, NativeScoped: true, JWT: auth.VerifierConfig{Secret: secret}},
+	h := startHub(t, hub.Config{Memory: true, Auth: auth.Config{Token: staticToken, JWT: auth.VerifierConfig{Secret: secret}},
 		Bus: jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "audit.>", Stream: "AUDIT"}}}})
 	unsub, err := h.Bus.Subscribe(t.Context(), "audit.login", "g", func(context.Context, facade.Delivery) error {
 		return nil
@@ -472,7 +484,7 @@ func TestNativeJetStreamFamilyStream(t *testing.T) {
 // is one consumer a native client may join when its policy covers the
 // whole pattern, and not with a right on one of its topics.
 func TestNativeJetStreamWildcardGroup(t *testing.T) {
-	h := startHub(t, hub.Config{Memory: true, Auth: auth.Config{Token: staticToken, NativeScoped: true, JWT: auth.VerifierConfig{Secret: secret}},
+	h := startHub(t, hub.Config{Memory: true, Auth: auth.Config{Token: staticToken, JWT: auth.VerifierConfig{Secret: secret}},
 		Bus: jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "audit.**", Stream: "AUDIT"}}}})
 	unsub, err := h.Bus.Subscribe(t.Context(), "audit.*", "g", func(context.Context, facade.Delivery) error {
 		return nil

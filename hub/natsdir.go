@@ -20,7 +20,7 @@ func (d busDirectory) TopicStreams(ctx context.Context, filter string) ([]auth.S
 	}
 	out := make([]auth.Stream, len(ss))
 	for i, s := range ss {
-		out[i] = auth.Stream{Name: s.Name, Topic: s.Topic}
+		out[i] = auth.Stream{Name: s.Name, Topic: s.Topic, Subjects: s.Subjects}
 		for _, g := range s.Groups {
 			out[i].Groups = append(out[i].Groups, auth.GroupConsumer{Consumer: g.Consumer, Topic: g.Topic, Group: g.Group})
 		}

@@ -23,7 +23,7 @@ func TestTopicsCreate(t *testing.T) {
 	secret := []byte("0123456789abcdef0123456789abcdef")
 	const static = "static-token-0123456789"
 	h, err := hub.Start(t.Context(), hub.Config{DataDir: t.TempDir(), Memory: true, OpsPort: -1, WSPort: -1, HTTPPort: -1,
-		Auth: auth.Config{Token: static, NativeScoped: true, JWT: auth.VerifierConfig{Secret: secret}}})
+		Auth: auth.Config{Token: static, JWT: auth.VerifierConfig{Secret: secret}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,266 @@
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// principalAccounts gives each scoped native client of the embedded server
+// a NATS account of its own, holding nothing but imports from the hub's
+// account (the global one, where the streams live) of the subjects its
+// policy grants:
+//
+//   - a service import for each subject it may publish to: its topics and
+//     the JetStream API subjects of jetStreamGrants. The server rewrites the
+//     reply subject of every request crossing an import into a private one,
+//     so whatever reply subject a client names, JetStream's answer comes
+//     back into the client's own account: it cannot have the server write
+//     into a topic it may not publish to, nor into the JetStream API;
+//   - a stream import for each subject it may subscribe to, so live (core
+//     NATS) subscriptions see the hub's and others' events on those topics.
+//
+// Its _INBOX.> is its own: other principals' replies (pulled events among
+// them) never reach it. Subject permissions still apply within the account,
+// as the finer filter (deny lists, groups).
+//
+// An account is named by a digest of the principal and of its imports, so
+// connections of one principal with the same rights share one, and a
+// principal whose rights grew (a topic's stream appeared) gets a new one
+// for its new connections. Accounts are kept until the server stops: one
+// per principal and set of rights.
+type principalAccounts struct {
+	mu       sync.Mutex
+	srv      *server.Server
+	exported map[string]bool
+}
+
+// errNoServer: the embedded server is not running yet.
+var errNoServer = errors.New("auth: the embedded NATS server is not running yet")
+
+// Response types of the JetStream API: a pull request is answered with
+// many messages, as is a batched direct get.
+var streamedResponses = []string{jsAPI + "CONSUMER.MSG.NEXT.", jsAPI + "DIRECT.GET."}
+
+// importPlan is what a principal's account imports from the hub's account.
+type importPlan struct {
+	services []string // publish side: topics and JetStream API subjects
+	streams  []string // subscribe side: topics
+}
+
+// planImports returns the imports for the publish and subscribe allow lists
+// of a principal's permissions (entries may carry a " queue" suffix). ok is
+// false when imports cannot hold the policy exactly:
+//
+//   - an entry beginning with a wildcard ("**", "*.x") would import the
+//     hub account's own inboxes and JetStream API along with the topics
+//     (expandLeading removes them first);
+//   - two entries that overlap without one covering the other
+//     ("orders.*.eu" and "orders.us.*") would bring a message in twice.
+func planImports(pub, sub []string) (importPlan, bool) {
+	services, ok := narrowImports(pub)
+	if !ok {
+		return importPlan{}, false
+	}
+	streams, ok := narrowImports(sub)
+	if !ok {
+		return importPlan{}, false
+	}
+	return importPlan{services: services, streams: streams}, true
+}
+
+// narrowImports strips queue suffixes, drops subjects another entry covers,
+// and sorts the rest.
+func narrowImports(entries []string) ([]string, bool) {
+	var subjects []string
+	for _, e := range entries {
+		if leadingWildcard(e) {
+			return nil, false
+		}
+		s, _, _ := strings.Cut(e, " ")
+		// Acks in the v2 form ($JS.ACK.<domain>.<hash>.<stream>…) are not
+		// what this server sends, and the form could overlap the v1 one.
+		if strings.HasPrefix(s, jsAck+"*.*.") {
+			continue
+		}
+		if !slices.Contains(subjects, s) {
+			subjects = append(subjects, s)
+		}
+	}
+	var out []string
+	for i, s := range subjects {
+		covered := false
+		for j, o := range subjects {
+			if i == j || !server.SubjectsCollide(s, o) {
+				continue
+			}
+			if subjectCovers(o, s) {
+				covered = true
+				break
+			}
+			if !subjectCovers(s, o) {
+				return nil, false
+			}
+		}
+		if !covered {
+			out = append(out, s)
+		}
+	}
+	slices.Sort(out)
+	return out, true
+}
+
+// leadingWildcard reports whether an allow entry (with an optional " queue"
+// suffix) begins with a wildcard.
+func leadingWildcard(e string) bool {
+	s, _, _ := strings.Cut(e, " ")
+	return s == ">" || s == "*" || strings.HasPrefix(s, "*.")
+}
+
+// expandLeading replaces each allow entry that begins with a wildcard by
+// the same entry on each of firsts, the first tokens of the hub's topics:
+// ">" becomes "t" and "t.>", "*.x" becomes "t.x". An account cannot import
+// ">" from the hub's account, which holds its inboxes and the JetStream
+// API beside the topics; so a policy such as "subscribe:**" reaches
+// natively the topics under the first tokens its connection was made with.
+func expandLeading(entries, firsts []string) []string {
+	out := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if !leadingWildcard(e) {
+			out = append(out, e)
+			continue
+		}
+		s, queue, hasQueue := strings.Cut(e, " ")
+		suffix := ""
+		if hasQueue {
+			suffix = " " + queue
+		}
+		for _, t := range firsts {
+			switch {
+			case s == ">":
+				out = append(out, t+suffix, t+".>"+suffix)
+			case s == "*":
+				out = append(out, t+suffix)
+			default:
+				out = append(out, t+s[1:]+suffix)
+			}
+		}
+	}
+	return out
+}
+
+// firstTokens lists the first subject tokens of the hub's topics: of every
+// stream's subjects, those that are not wildcards and are not system
+// subjects (no topic begins with "$" or "_").
+func firstTokens(ctx context.Context, dir Directory) ([]string, error) {
+	if dir == nil {
+		return nil, nil
+	}
+	streams, err := dir.TopicStreams(ctx, ">")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, st := range streams {
+		for _, subj := range st.Subjects {
+			t, _, _ := strings.Cut(subj, ".")
+			if t == "" || t == "*" || t == ">" || systemEntry(t) || slices.Contains(out, t) {
+				continue
+			}
+			out = append(out, t)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// name is the account of principal subject with these imports.
+func (p importPlan) name(subject string) string {
+	h := sha256.New()
+	for _, part := range [][]string{{subject}, p.services, p.streams} {
+		for _, s := range part {
+			h.Write([]byte(s))
+			h.Write([]byte{0})
+		}
+		h.Write([]byte{1})
+	}
+	return "EVENTHUB_" + strings.ToUpper(hex.EncodeToString(h.Sum(nil)[:16]))
+}
+
+func (a *principalAccounts) setServer(s *server.Server) {
+	a.mu.Lock()
+	a.srv = s
+	a.mu.Unlock()
+}
+
+// account returns the account of principal subject with plan, making it
+// (and the hub account's exports it needs) on first use.
+func (a *principalAccounts) account(subject string, plan importPlan) (*server.Account, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.srv == nil {
+		return nil, errNoServer
+	}
+	name := plan.name(subject)
+	if acc, err := a.srv.LookupAccount(name); err == nil {
+		return acc, nil
+	}
+	hub := a.srv.GlobalAccount()
+	if err := a.export(hub, plan); err != nil {
+		return nil, err
+	}
+	acc, err := a.srv.RegisterAccount(name)
+	if err != nil {
+		return nil, fmt.Errorf("auth: native client account: %w", err)
+	}
+	for _, s := range plan.services {
+		if err := acc.AddServiceImport(hub, s, s); err != nil {
+			return nil, fmt.Errorf("auth: native client account: import %q: %w", s, err)
+		}
+	}
+	for _, s := range plan.streams {
+		if err := acc.AddStreamImport(hub, s, ""); err != nil {
+			return nil, fmt.Errorf("auth: native client account: import %q: %w", s, err)
+		}
+	}
+	return acc, nil
+}
+
+// export has the hub account export what plan imports. The exports are
+// public, but only this server's principal accounts import anything: no
+// other account exists on the embedded server.
+func (a *principalAccounts) export(hub *server.Account, plan importPlan) error {
+	if a.exported == nil {
+		a.exported = map[string]bool{}
+	}
+	for _, s := range plan.services {
+		if a.exported["service "+s] {
+			continue
+		}
+		rt := server.Singleton
+		if slices.ContainsFunc(streamedResponses, func(p string) bool { return strings.HasPrefix(s, p) }) {
+			rt = server.Streamed
+		}
+		if err := hub.AddServiceExportWithResponse(s, rt, nil); err != nil {
+			return fmt.Errorf("auth: export %q: %w", s, err)
+		}
+		a.exported["service "+s] = true
+	}
+	for _, s := range plan.streams {
+		if a.exported["stream "+s] {
+			continue
+		}
+		if err := hub.AddStreamExport(s, nil); err != nil {
+			return fmt.Errorf("auth: export %q: %w", s, err)
+		}
+		a.exported["stream "+s] = true
+	}
+	return nil
+}

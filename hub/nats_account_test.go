@@ -1,0 +1,192 @@
+package hub_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventhub/eventhub/auth"
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/hub"
+	"github.com/eventhub/eventhub/jetstream"
+)
+
+// mintAs is a token for principal subject with scopes.
+func mintAs(t *testing.T, subject string, scopes ...string) string {
+	t.Helper()
+	tok, err := auth.MintHS256(secret, auth.MintClaims{Subject: subject, Scopes: scopes, TTL: time.Minute}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// quiet asserts that sub receives nothing for a short while: what it could
+// have received was sent before the caller's last round trip.
+func quiet(t *testing.T, sub *nats.Subscription, what string) {
+	t.Helper()
+	if m, err := sub.NextMsg(300 * time.Millisecond); err == nil {
+		t.Fatalf("%s: received %s %q", what, m.Subject, m.Data)
+	}
+}
+
+// TestNativeRepliesStayInTheClientsAccount: NATS checks the subject a
+// client publishes to, not the reply subject it names. A scoped client
+// whose publish or JetStream request names another topic (or the
+// JetStream API) as its reply subject must not have the server write the
+// answer there.
+func TestNativeRepliesStayInTheClientsAccount(t *testing.T) {
+	h := startHub(t, hub.Config{Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}})
+	ctx := t.Context()
+	for _, topic := range []string{"orders.new", "billing.paid"} {
+		if _, err := h.Bus.Publish(ctx, topic, []byte(`{"n":0}`), facade.PublishOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	own, billing := streamOf(t, h, "orders.new"), streamOf(t, h, "billing.paid")
+
+	admin, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mintAs(t, "ops", "admin")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	watch, err := admin.SubscribeSync("billing.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	nc, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mintAs(t, "app", "publish:orders.new", "subscribe:orders.new")),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	attempts := []*nats.Msg{
+		{Subject: "orders.new", Reply: "billing.paid", Data: []byte(`{"n":1}`)},
+		{Subject: "orders.new", Reply: "$JS.API.STREAM.DELETE." + billing, Data: []byte(`{"n":2}`)},
+		{Subject: "$JS.API.STREAM.INFO." + own, Reply: "billing.paid"},
+		{Subject: "$JS.API.DIRECT.GET." + own + ".orders.new", Reply: "billing.paid"},
+		{Subject: "$JS.API.DIRECT.GET." + own + ".orders.new", Reply: "$JS.API.STREAM.PURGE." + billing},
+	}
+	for _, m := range attempts {
+		if err := nc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The client's own acknowledged publish comes back after the attempts'
+	// answers were sent.
+	js, _ := njs.New(nc)
+	if _, err := js.Publish(ctx, "orders.new", []byte(`{"n":3}`)); err != nil {
+		t.Fatalf("js.Publish: %v", err)
+	}
+	quiet(t, watch, "another topic")
+	info, err := h.Bus.JetStream().Stream(ctx, billing)
+	if err != nil {
+		t.Fatalf("the other topic's stream: %v", err)
+	}
+	if n := info.CachedInfo().State.Msgs; n != 1 {
+		t.Fatalf("the other topic's stream holds %d events, want its 1", n)
+	}
+	oi, err := h.Bus.JetStream().Stream(ctx, own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := oi.CachedInfo().State.Msgs; n != 4 {
+		t.Fatalf("the client's topic holds %d events, want 4", n)
+	}
+}
+
+// TestNativeInboxesArePrivate: the replies a native client gets (acks of
+// its publishes, pulled events, direct gets) reach no other principal, even
+// one with the same rights subscribed to _INBOX.>, nor do the replies of an
+// admin client.
+func TestNativeInboxesArePrivate(t *testing.T) {
+	h := startHub(t, hub.Config{Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}})
+	ctx := t.Context()
+	const topic, group = "orders.new", "workers"
+	sub, err := h.Bus.Subscribe(ctx, topic, group, func(context.Context, facade.Delivery) error { return nil },
+		facade.SubscribeOptions{From: facade.FromEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	publishN(t, h, topic, 0, 3)
+	scopes := []string{"publish:orders.new", "subscribe:orders.new"}
+	var sniffers []*nats.Subscription
+	for _, who := range []string{"sniffer", "neighbour"} {
+		s := scopes
+		if who == "sniffer" {
+			s = []string{"subscribe:orders.other"}
+		}
+		nc, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mintAs(t, who, s...)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		in, err := nc.SubscribeSync("_INBOX.>")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		sniffers = append(sniffers, in)
+	}
+
+	nc, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mintAs(t, "app", scopes...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := njs.New(nc)
+	if _, err := js.Publish(ctx, topic, []byte(`{"n":9}`)); err != nil {
+		t.Fatalf("js.Publish: %v", err)
+	}
+	stream := streamOf(t, h, topic)
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetLastMsgForSubject(ctx, topic); err != nil {
+		t.Fatalf("last by subject: %v", err)
+	}
+	cons, err := js.Consumer(ctx, stream, jetstream.ConsumerName(group, topic, false))
+	if err != nil {
+		t.Fatalf("bind to the group: %v", err)
+	}
+	batch, err := cons.Fetch(4, njs.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for m := range batch.Messages() {
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 4 {
+		t.Fatalf("pulled %d events of 4 (%v)", n, batch.Error())
+	}
+	// An admin's replies stay private too.
+	admin, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mintAs(t, "ops", "admin")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	ajs, _ := njs.New(admin)
+	if _, err := ajs.AccountInfo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, in := range sniffers {
+		quiet(t, in, []string{"a principal with other rights", "a principal with the same rights"}[i])
+	}
+}
