@@ -48,10 +48,11 @@ import (
 // server answers into the client's own account whatever reply subject it
 // names, and no client sees another principal's replies.
 //
-// On an external server the auth callout ([Callout]) cannot make accounts:
-// there, scoped tokens share the account the callout places them in, and
-// are refused unless [Config.NativeScoped] is on (its doc says what that
-// costs).
+// With [Config.NativeScoped] on, scoped clients share the hub's account
+// instead, with the same subject permissions: faster (no import to cross),
+// without those two guarantees. On an external server the auth callout
+// ([Callout]) cannot make accounts: there, scoped tokens share the account
+// the callout places them in, and are refused unless NativeScoped is on.
 //
 // The hub's own inboxes use a private random prefix that is denied to
 // everyone else. Every connection is closed when its token expires.
@@ -141,7 +142,7 @@ func (n *NATS) Check(c server.ClientAuthentication) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	id, perms, plan, code := n.authorize(ctx, tok, true)
+	id, perms, plan, code := n.authorize(ctx, tok, !n.auth.nativeScoped)
 	if code != "" {
 		n.refuse(c, code)
 		return false

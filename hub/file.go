@@ -130,14 +130,15 @@ type AuthFile struct {
 	Token string `yaml:"token"`
 	// JWT verifies bearer JWTs; on when secret or jwksURL is set.
 	JWT JWTFile `yaml:"jwt"`
-	// NativeScopedClients lets tokens without the admin scope connect as
-	// native NATS clients of an external server (auth callout), with
-	// rights derived from their policy. Off: there they share one NATS
-	// account, where they could write to topics they may not publish to
-	// through reply subjects, and read each other's replies; turn it on
-	// only where every native client is trusted. The embedded server
-	// gives each such token an account of its own and accepts it either
-	// way. $EVENTHUB_NATIVE_SCOPED_CLIENTS.
+	// NativeScopedClients puts native NATS clients whose tokens are scoped
+	// to topics (no admin scope) in one shared NATS account, with rights
+	// derived from their policy: the hub's account on the embedded server
+	// (faster than the account of its own each gets when off), the auth
+	// callout's on an external server (refused there when off). In a
+	// shared account a client can write to topics it may not publish to
+	// through reply subjects and read the others' replies: turn it on
+	// only where every native client is trusted.
+	// $EVENTHUB_NATIVE_SCOPED_CLIENTS.
 	NativeScopedClients bool `yaml:"nativeScopedClients"`
 }
 

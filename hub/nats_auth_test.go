@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 
@@ -210,16 +211,35 @@ func waitErr(t *testing.T, errs chan error, want string) {
 }
 
 // TestNativeScopedClientsOnEmbeddedServer: a token scoped to topics
-// connects to the embedded server without nativeScopedClients (it gets an
-// account of its own), as does an admin token.
+// connects to the embedded server in an account of its own, unless
+// nativeScopedClients puts it in the hub's; an admin token is always in
+// the hub's account.
 func TestNativeScopedClientsOnEmbeddedServer(t *testing.T) {
-	h := startHub(t, hub.Config{Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}})
-	url := h.Bus.Server().ClientURL()
-	for _, tok := range []string{mint(t, time.Minute, "publish:orders.new", "subscribe:orders.new"), mint(t, time.Minute, "admin")} {
-		nc, err := nats.Connect(url, nats.Token(tok), nats.MaxReconnects(0))
-		if err != nil {
-			t.Fatalf("refused: %v", err)
+	for _, shared := range []bool{false, true} {
+		h := startHub(t, hub.Config{Auth: auth.Config{NativeScoped: shared, JWT: auth.VerifierConfig{Secret: secret}}})
+		srv := h.Bus.Server()
+		for _, tc := range []struct {
+			subject string
+			scopes  []string
+			hubs    bool
+		}{
+			{"scoped", []string{"publish:orders.new", "subscribe:orders.new"}, shared},
+			{"operator", []string{"admin"}, true},
+		} {
+			nc, err := nats.Connect(srv.ClientURL(), nats.Token(mintAs(t, tc.subject, tc.scopes...)), nats.MaxReconnects(0))
+			if err != nil {
+				t.Fatalf("%s refused: %v", tc.subject, err)
+			}
+			cz, err := srv.Connz(&server.ConnzOptions{Username: true, User: tc.subject})
+			if err != nil || len(cz.Conns) != 1 {
+				t.Fatalf("connz of %s: %v %+v", tc.subject, err, cz)
+			}
+			// connz leaves the global (the hub's) account's name out
+			acc := cz.Conns[0].Account
+			if inHub := acc == "" || acc == srv.GlobalAccount().Name; inHub != tc.hubs {
+				t.Errorf("nativeScopedClients %v: %s is in account %s", shared, tc.subject, cz.Conns[0].Account)
+			}
+			nc.Close()
 		}
-		nc.Close()
 	}
 }
