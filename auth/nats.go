@@ -149,7 +149,7 @@ func (n *NATS) Check(c server.ClientAuthentication) bool {
 	}
 	user := &server.User{Username: id.Subject, Permissions: perms, ConnectionDeadline: id.Expires}
 	if plan != nil {
-		acc, err := n.accounts.account(id.Subject, *plan)
+		acc, err := n.accounts.account(plan.account, *plan)
 		if errors.Is(err, errNoServer) {
 			n.refuse(c, "starting")
 			return false
@@ -198,6 +198,7 @@ func (n *NATS) authorize(ctx context.Context, token string, ownAccount bool) (id
 	if d := n.dir.Load(); d != nil {
 		dir = d.Directory
 	}
+	account := accountName(id.Subject, pub, sub)
 	if ownAccount && (slices.ContainsFunc(pub, leadingWildcard) || slices.ContainsFunc(sub, leadingWildcard)) {
 		firsts, err := firstTokens(ctx, dir)
 		if err != nil {
@@ -226,6 +227,7 @@ func (n *NATS) authorize(ctx context.Context, token string, ownAccount bool) (id
 		if !ok {
 			return nil, nil, nil, "policy_not_expressible"
 		}
+		p.account = account
 		plan = &p
 	}
 	return id, &server.Permissions{

@@ -3,6 +3,8 @@ package auth
 import (
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
 )
 
 // TestHubInboxIsNotTheHubToken: the hub's inbox prefix is the reply
@@ -45,9 +47,7 @@ func TestPlanImports(t *testing.T) {
 			t.Errorf("%v %v: plan %+v, want services %v streams %v", c.pub, c.sub, p, c.services, c.str)
 		}
 	}
-	a, _ := planImports([]string{"a"}, nil)
-	b, _ := planImports(nil, []string{"a"})
-	if a.name("p") == b.name("p") || a.name("p") == a.name("q") {
+	if accountName("p", []string{"a"}, nil) == accountName("p", nil, []string{"a"}) || accountName("p", []string{"a"}, nil) == accountName("q", []string{"a"}, nil) {
 		t.Error("different principals or rights share an account name")
 	}
 }
@@ -59,5 +59,35 @@ func TestExpandLeading(t *testing.T) {
 	want := "a,a.>,b,b.>,a,b,a.x g,b.x g,orders.>"
 	if strings.Join(got, ",") != want {
 		t.Fatalf("got %v, want %s", got, want)
+	}
+}
+
+// TestPrincipalAccountGenerations: an account takes the imports a new
+// connection of its principal lacks; one that would overlap an import it
+// holds gives a new account, which the next connections then share.
+func TestPrincipalAccountGenerations(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	defer srv.Shutdown()
+	var a principalAccounts
+	a.setServer(srv)
+	first, err := a.account("K", importPlan{services: []string{"a.b"}, streams: []string{"a.b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grown, err := a.account("K", importPlan{services: []string{"a.b", "c.d"}, streams: []string{"a.b"}})
+	if err != nil || grown != first {
+		t.Fatalf("a new import gave another account (%v)", err)
+	}
+	next, err := a.account("K", importPlan{services: []string{"a.*"}})
+	if err != nil || next == first {
+		t.Fatalf("an overlapping import was added to the account (%v)", err)
+	}
+	again, err := a.account("K", importPlan{services: []string{"a.*"}})
+	if err != nil || again != next {
+		t.Fatalf("the same rights made another account (%v)", err)
 	}
 }

@@ -31,15 +31,26 @@ import (
 // them) never reach it. Subject permissions still apply within the account,
 // as the finer filter (deny lists, groups).
 //
-// An account is named by a digest of the principal and of its imports, so
-// connections of one principal with the same rights share one, and a
-// principal whose rights grew (a topic's stream appeared) gets a new one
-// for its new connections. Accounts are kept until the server stops: one
-// per principal and set of rights.
+// An account belongs to one principal and policy: connections of a
+// principal with the same policy share it. As the hub's streams grow, so
+// do the JetStream grants of a policy, and a new connection adds the
+// imports it lacks to the account. Accounts are kept until the server
+// stops: one per principal and policy (about 36 KB with a dozen imports).
 type principalAccounts struct {
 	mu       sync.Mutex
 	srv      *server.Server
 	exported map[string]bool
+	// accounts by accountName; a later generation replaces an account
+	// that could not take a connection's imports.
+	accounts   map[string]*principalAccount
+	generation int
+}
+
+// principalAccount is an account and the imports it holds.
+type principalAccount struct {
+	acc      *server.Account
+	services []string
+	streams  []string
 }
 
 // errNoServer: the embedded server is not running yet.
@@ -51,6 +62,7 @@ var streamedResponses = []string{jsAPI + "CONSUMER.MSG.NEXT.", jsAPI + "DIRECT.G
 
 // importPlan is what a principal's account imports from the hub's account.
 type importPlan struct {
+	account  string   // the account's name (accountName)
 	services []string // publish side: topics and JetStream API subjects
 	streams  []string // subscribe side: topics
 }
@@ -181,10 +193,11 @@ func firstTokens(ctx context.Context, dir Directory) ([]string, error) {
 	return out, nil
 }
 
-// name is the account of principal subject with these imports.
-func (p importPlan) name(subject string) string {
+// accountName names the account of principal subject with a policy whose
+// NATS allow lists are pub and sub.
+func accountName(subject string, pub, sub []string) string {
 	h := sha256.New()
-	for _, part := range [][]string{{subject}, p.services, p.streams} {
+	for _, part := range [][]string{{subject}, pub, sub} {
 		for _, s := range part {
 			h.Write([]byte(s))
 			h.Write([]byte{0})
@@ -200,47 +213,96 @@ func (a *principalAccounts) setServer(s *server.Server) {
 	a.mu.Unlock()
 }
 
-// account returns the account of principal subject with plan, making it
-// (and the hub account's exports it needs) on first use.
-func (a *principalAccounts) account(subject string, plan importPlan) (*server.Account, error) {
+// account returns the account name with plan's imports, making it (and
+// the hub account's exports it needs) on first use, and adding to it the
+// imports of plan it lacks. An import that would overlap one the account
+// holds (which would bring messages in twice) gives the connection a new
+// account instead.
+func (a *principalAccounts) account(name string, plan importPlan) (*server.Account, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.srv == nil {
 		return nil, errNoServer
 	}
-	name := plan.name(subject)
-	if acc, err := a.srv.LookupAccount(name); err == nil {
-		return acc, nil
+	if a.accounts == nil {
+		a.accounts = map[string]*principalAccount{}
+	}
+	pa := a.accounts[name]
+	services, streams := missing(pa, plan)
+	if pa != nil && len(services) == 0 && len(streams) == 0 {
+		return pa.acc, nil
+	}
+	key := name
+	if pa != nil && (overlaps(pa.services, services) || overlaps(pa.streams, streams)) {
+		pa, services, streams = nil, plan.services, plan.streams
+		a.generation++
+		name = fmt.Sprintf("%s_%d", name, a.generation)
 	}
 	hub := a.srv.GlobalAccount()
-	if err := a.export(hub, plan); err != nil {
+	if err := a.export(hub, services, streams); err != nil {
 		return nil, err
 	}
-	acc, err := a.srv.RegisterAccount(name)
-	if err != nil {
-		return nil, fmt.Errorf("auth: native client account: %w", err)
+	if pa == nil {
+		acc, err := a.srv.RegisterAccount(name)
+		if err != nil {
+			return nil, fmt.Errorf("auth: native client account: %w", err)
+		}
+		pa = &principalAccount{acc: acc}
+		a.accounts[key] = pa
+	}
+	for _, s := range services {
+		if err := pa.acc.AddServiceImport(hub, s, s); err != nil {
+			return nil, fmt.Errorf("auth: native client account: import %q: %w", s, err)
+		}
+		pa.services = append(pa.services, s)
+	}
+	for _, s := range streams {
+		if err := pa.acc.AddStreamImport(hub, s, ""); err != nil {
+			return nil, fmt.Errorf("auth: native client account: import %q: %w", s, err)
+		}
+		pa.streams = append(pa.streams, s)
+	}
+	return pa.acc, nil
+}
+
+// missing returns the imports of plan that pa (nil: a new account) lacks.
+func missing(pa *principalAccount, plan importPlan) (services, streams []string) {
+	if pa == nil {
+		return plan.services, plan.streams
 	}
 	for _, s := range plan.services {
-		if err := acc.AddServiceImport(hub, s, s); err != nil {
-			return nil, fmt.Errorf("auth: native client account: import %q: %w", s, err)
+		if !slices.Contains(pa.services, s) {
+			services = append(services, s)
 		}
 	}
 	for _, s := range plan.streams {
-		if err := acc.AddStreamImport(hub, s, ""); err != nil {
-			return nil, fmt.Errorf("auth: native client account: import %q: %w", s, err)
+		if !slices.Contains(pa.streams, s) {
+			streams = append(streams, s)
 		}
 	}
-	return acc, nil
+	return services, streams
+}
+
+// overlaps reports whether a subject of added collides with one of held.
+func overlaps(held, added []string) bool {
+	for _, a := range added {
+		for _, h := range held {
+			if server.SubjectsCollide(a, h) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // export has the hub account export what plan imports. The exports are
 // public, but only this server's principal accounts import anything: no
 // other account exists on the embedded server.
-func (a *principalAccounts) export(hub *server.Account, plan importPlan) error {
+func (a *principalAccounts) export(hub *server.Account, services, streams []string) error {
 	if a.exported == nil {
 		a.exported = map[string]bool{}
 	}
-	for _, s := range plan.services {
+	for _, s := range services {
 		if a.exported["service "+s] {
 			continue
 		}
@@ -253,7 +315,7 @@ func (a *principalAccounts) export(hub *server.Account, plan importPlan) error {
 		}
 		a.exported["service "+s] = true
 	}
-	for _, s := range plan.streams {
+	for _, s := range streams {
 		if a.exported["stream "+s] {
 			continue
 		}

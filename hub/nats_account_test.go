@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 
@@ -188,5 +189,49 @@ func TestNativeInboxesArePrivate(t *testing.T) {
 	}
 	for i, in := range sniffers {
 		quiet(t, in, []string{"a principal with other rights", "a principal with the same rights"}[i])
+	}
+}
+
+// TestNativeAccountGrowsWithTopics: a principal's connections share one
+// account, and one made after a new topic appeared reaches it (the
+// account takes the new imports), beside the first.
+func TestNativeAccountGrowsWithTopics(t *testing.T) {
+	h := startHub(t, hub.Config{Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}})
+	ctx := t.Context()
+	srv := h.Bus.Server()
+	publishN(t, h, "orders.a", 0, 1)
+	tok := mintAs(t, "reader", "subscribe:orders.*")
+	first, err := nats.Connect(srv.ClientURL(), nats.Token(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	publishN(t, h, "orders.b", 0, 1)
+	second, err := nats.Connect(srv.ClientURL(), nats.Token(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	cz, err := srv.Connz(&server.ConnzOptions{Username: true, User: "reader"})
+	if err != nil || len(cz.Conns) != 2 || cz.Conns[0].Account != cz.Conns[1].Account {
+		t.Fatalf("the principal's connections: %v %+v", err, cz)
+	}
+	for i, nc := range []*nats.Conn{first, second} {
+		js, _ := njs.New(nc)
+		s, err := js.Stream(ctx, streamOf(t, h, "orders.a"))
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		if _, err := s.GetLastMsgForSubject(ctx, "orders.a"); err != nil {
+			t.Fatalf("connection %d, orders.a: %v", i, err)
+		}
+	}
+	js, _ := njs.New(second)
+	s, err := js.Stream(ctx, streamOf(t, h, "orders.b"))
+	if err != nil {
+		t.Fatalf("the newer topic's stream: %v", err)
+	}
+	if m, err := s.GetLastMsgForSubject(ctx, "orders.b"); err != nil || string(m.Data) != `{"n":0}` {
+		t.Fatalf("the newer topic: %v", err)
 	}
 }
