@@ -25,7 +25,12 @@ import (
 //     back into the client's own account: it cannot have the server write
 //     into a topic it may not publish to, nor into the JetStream API;
 //   - a stream import for each subject it may subscribe to, so live (core
-//     NATS) subscriptions see the hub's and others' events on those topics.
+//     NATS) subscriptions see the events published in the hub's account on
+//     those topics: by the hub (for WebSocket, HTTP and Go clients) and by
+//     admin native clients. NATS passes no message that arrived through a
+//     service import on to a stream import, so another scoped native
+//     client's publishes reach it through JetStream (the topic's stream),
+//     not live.
 //
 // Its _INBOX.> is its own: other principals' replies (pulled events among
 // them) never reach it. Subject permissions still apply within the account,
@@ -56,9 +61,11 @@ type principalAccount struct {
 // errNoServer: the embedded server is not running yet.
 var errNoServer = errors.New("auth: the embedded NATS server is not running yet")
 
-// Response types of the JetStream API: a pull request is answered with
-// many messages, as is a batched direct get.
-var streamedResponses = []string{jsAPI + "CONSUMER.MSG.NEXT.", jsAPI + "DIRECT.GET."}
+// Every request crossing an import leaves the hub's account a response
+// mapping until its answer is sent: one for a singleton answer, and for a
+// pull (answered with many messages, the only streamed answer granted)
+// until the server's response threshold (2 minutes) passes. Direct gets
+// are singletons: a batched direct get returns its first message only.
 
 // importPlan is what a principal's account imports from the hub's account.
 type importPlan struct {
@@ -307,7 +314,7 @@ func (a *principalAccounts) export(hub *server.Account, services, streams []stri
 			continue
 		}
 		rt := server.Singleton
-		if slices.ContainsFunc(streamedResponses, func(p string) bool { return strings.HasPrefix(s, p) }) {
+		if strings.HasPrefix(s, jsAPI+"CONSUMER.MSG.NEXT.") {
 			rt = server.Streamed
 		}
 		if err := hub.AddServiceExportWithResponse(s, rt, nil); err != nil {

@@ -235,3 +235,54 @@ func TestNativeAccountGrowsWithTopics(t *testing.T) {
 		t.Fatalf("the newer topic: %v", err)
 	}
 }
+
+// TestNativeRequestsLeaveNothingBehind: every request a scoped client makes
+// crosses an import, and the hub's account keeps a mapping for its answer;
+// answered direct gets must not leave theirs for the server's response
+// threshold (minutes), or a client reading in a loop fills the memory.
+func TestNativeRequestsLeaveNothingBehind(t *testing.T) {
+	h := startHub(t, hub.Config{Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}})
+	ctx := t.Context()
+	publishN(t, h, "orders.new", 0, 1)
+	nc, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mintAs(t, "reader", "subscribe:orders.new")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := njs.New(nc)
+	s, err := js.Stream(ctx, streamOf(t, h, "orders.new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		if _, err := s.GetLastMsgForSubject(ctx, "orders.new"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.GetMsg(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	az, err := h.Bus.Server().Accountz(&server.AccountzOptions{Account: h.Bus.Server().GlobalAccount().Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(az.Account.Responses); n > 10 {
+		t.Fatalf("the hub's account holds %d answered responses after 200 direct gets", n)
+	}
+}
+
+// TestNativeTokenWithoutSubjectRefused: scoped tokens without a subject
+// would share an account, and its inbox, with every other such token of
+// the same policy; they are refused natively (not over WebSocket or HTTP).
+func TestNativeTokenWithoutSubjectRefused(t *testing.T) {
+	h := startHub(t, hub.Config{Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}})
+	if nc, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mintAs(t, "", "subscribe:orders.new")), nats.MaxReconnects(0)); err == nil {
+		nc.Close()
+		t.Fatal("a scoped token without a subject connected natively")
+	}
+	nc, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mintAs(t, "", "admin")), nats.MaxReconnects(0))
+	if err != nil {
+		t.Fatalf("an admin token without a subject: %v", err)
+	}
+	nc.Close()
+}
