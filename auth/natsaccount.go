@@ -182,7 +182,7 @@ func firstTokens(ctx context.Context, dir Directory) ([]string, error) {
 	if dir == nil {
 		return nil, nil
 	}
-	streams, err := dir.TopicStreams(ctx, ">")
+	streams, err := dir.TopicStreams(ctx, ">", false)
 	if err != nil {
 		return nil, err
 	}

@@ -13,8 +13,8 @@ import (
 // bus implements it (hub wires it with [NATS.SetDirectory]).
 type Directory interface {
 	// TopicStreams lists the streams whose subjects overlap filter (a NATS
-	// subject, wildcards allowed).
-	TopicStreams(ctx context.Context, filter string) ([]Stream, error)
+	// subject, wildcards allowed); with groups, the groups on each too.
+	TopicStreams(ctx context.Context, filter string, groups bool) ([]Stream, error)
 	// StreamNameFor is the stream the hub would create for topic; shared
 	// is true for a configured family stream.
 	StreamNameFor(topic string) (name string, shared bool)
@@ -29,7 +29,9 @@ type Stream struct {
 	// Topic is set when the stream is the hub's own stream of one topic
 	// (the topic and its keyed subjects); "" when it holds several.
 	Topic string
-	// Groups are the hub groups found on a shared stream.
+	// Groups are the groups found on the stream: the hub's on a shared
+	// stream; on a topic's own stream every consumer with acks (not the
+	// hub's ordered consumers of live sessions and replays).
 	Groups []GroupConsumer
 	// Subjects are the stream's subjects.
 	Subjects []string
@@ -57,8 +59,7 @@ func (g *jsGrants) add(subjects ...string) {
 	}
 }
 
-// consumer grants the use of one consumer (name may be "*": every consumer
-// of the stream): its info (binding to it), pulling (MSG.NEXT) and acking.
+// consumer grants the use of one consumer: its info (binding to it), pulling (MSG.NEXT) and acking.
 // Never creating, updating or deleting one: a consumer's configuration is
 // the client's to choose (a push consumer delivers to any subject it names,
 // into other topics' streams or inboxes, and outlives the token that made
@@ -81,7 +82,10 @@ func (g *jsGrants) consumer(stream, name string) {
 //     and nats.go's lookups use);
 //   - on the hub's own stream of a topic it may subscribe to (any group):
 //     the stream's info, direct gets ("$JS.API.DIRECT.GET.<stream>[.<subject>]"),
-//     message get, and every consumer of the stream (info, pull, ack, list);
+//     message get, the list of its consumers, and the groups on it when
+//     the client connects (info, pull, ack): every consumer with acks, the
+//     hub's and those made outside it, not the hub's ordered consumers of
+//     live sessions and replays, whose events the client would take;
 //   - on such a stream with group-restricted rules: the consumers of the
 //     allowed groups only (info, pull, ack);
 //   - on a stream holding several topics: last-by-subject direct gets of
@@ -93,7 +97,8 @@ func (g *jsGrants) consumer(stream, name string) {
 //
 // ok is false when no JetStream subject can be granted: a policy with an
 // allow entry that begins with a wildcard ("**", "*.x") would cover the
-// JetStream API itself, which then stays denied whole.
+// JetStream API itself, which then stays denied whole (an account of its
+// own expands such entries first: see expandLeading).
 func jetStreamGrants(ctx context.Context, dir Directory, p *acl.CompiledPolicy, pub, sub []string) (grants []string, ok bool, err error) {
 	var filters []string
 	for _, e := range append(slices.Clone(pub), sub...) {
@@ -117,7 +122,7 @@ func jetStreamGrants(ctx context.Context, dir Directory, p *acl.CompiledPolicy, 
 		}
 	}
 	for _, f := range filters {
-		found, err := dir.TopicStreams(ctx, f)
+		found, err := dir.TopicStreams(ctx, f, true)
 		if err != nil {
 			return nil, false, err
 		}
@@ -183,8 +188,13 @@ func ownStreamGrants(g *jsGrants, dir Directory, p *acl.CompiledPolicy, s *Strea
 			jsAPI+"CONSUMER.NAMES."+s.Name,
 			jsAPI+"CONSUMER.LIST."+s.Name,
 		)
-		g.consumer(s.Name, "*")
-		return
+		// Its groups, not every consumer: pulling from the hub's ordered
+		// consumers would take events from other clients' live sessions.
+		for _, c := range s.Groups {
+			if p.Allowed(acl.ActionSubscribe, t, c.Group) {
+				g.consumer(s.Name, c.Consumer)
+			}
+		}
 	}
 	for _, grp := range groups {
 		g.consumer(s.Name, dir.ConsumerName(grp, t, false))

@@ -286,3 +286,47 @@ func TestNativeTokenWithoutSubjectRefused(t *testing.T) {
 	}
 	nc.Close()
 }
+
+// TestNativeReaderCannotPullFromLiveSessions: a token that may read a topic
+// binds to its groups, but not to the consumers without acks the hub reads
+// live sessions with (an ordered consumer here), whose events it would
+// take from another client; a group made after it connected is its on its
+// next connection.
+func TestNativeReaderCannotPullFromLiveSessions(t *testing.T) {
+	h := jsHub(t)
+	ctx := t.Context()
+	const topic = "orders.new"
+	sub, err := h.Bus.Subscribe(ctx, topic, "early", func(context.Context, facade.Delivery) error { return nil }, facade.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stream := streamOf(t, h, topic)
+	ordered, err := h.Bus.JetStream().CreateConsumer(ctx, stream, njs.ConsumerConfig{Name: "live-session", AckPolicy: njs.AckNonePolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := mintAs(t, "reader", "subscribe:"+topic)
+	c := connectNative(t, h, tok)
+	if _, err := c.js.Consumer(ctx, stream, jetstream.ConsumerName("early", topic, false)); err != nil {
+		t.Fatalf("bind to a group: %v", err)
+	}
+	name := ordered.CachedInfo().Name
+	c.refused(t, "$JS.API.CONSUMER.MSG.NEXT."+stream+"."+name, func(ctx context.Context) error {
+		_, err := c.nc.RequestWithContext(ctx, "$JS.API.CONSUMER.MSG.NEXT."+stream+"."+name, []byte(`{"batch":1,"no_wait":true}`))
+		return err
+	})
+	sub, err = h.Bus.Subscribe(ctx, topic, "late", func(context.Context, facade.Delivery) error { return nil }, facade.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again := connectNative(t, h, tok)
+	if _, err := again.js.Consumer(ctx, stream, jetstream.ConsumerName("late", topic, false)); err != nil {
+		t.Fatalf("bind to a group made before this connection: %v", err)
+	}
+}

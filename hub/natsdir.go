@@ -13,8 +13,8 @@ type busDirectory struct{ bus *jetstream.Bus }
 
 var _ auth.Directory = busDirectory{}
 
-func (d busDirectory) TopicStreams(ctx context.Context, filter string) ([]auth.Stream, error) {
-	ss, err := d.bus.TopicStreams(ctx, filter)
+func (d busDirectory) TopicStreams(ctx context.Context, filter string, groups bool) ([]auth.Stream, error) {
+	ss, err := d.bus.TopicStreams(ctx, filter, groups)
 	if err != nil {
 		return nil, err
 	}

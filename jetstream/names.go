@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -22,9 +23,9 @@ type TopicStream struct {
 	Topic string
 	// Subjects are the stream's subjects.
 	Subjects []string
-	// Groups are the hub groups found on a shared stream (Topic == ""),
-	// with the topic each one reads; nil for the hub's own streams, whose
-	// consumer names [ConsumerName] derives from the group alone.
+	// Groups are the groups found on the stream, with the topic each one
+	// reads: on a shared stream (Topic == "") the hub's, on a topic's own
+	// stream every consumer with acks. Listed only when asked for.
 	Groups []GroupConsumer
 }
 
@@ -51,10 +52,10 @@ func (b *Bus) StreamNameFor(topic string) (name string, shared bool) {
 }
 
 // TopicStreams lists the streams whose subjects overlap filter (a NATS
-// subject, wildcards allowed), with the hub groups on each shared one. It
-// blocks on JetStream API calls, bounded by ctx or the bus's timeout, and
-// is safe for concurrent use.
-func (b *Bus) TopicStreams(ctx context.Context, filter string) ([]TopicStream, error) {
+// subject, wildcards allowed), and with groups the groups on each (see
+// TopicStream.Groups). It blocks on JetStream API calls, bounded by ctx or
+// the bus's timeout, and is safe for concurrent use.
+func (b *Bus) TopicStreams(ctx context.Context, filter string, groups bool) ([]TopicStream, error) {
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
 	l := b.js.ListStreams(ctx, jetstream.WithStreamListSubject(filter))
@@ -64,8 +65,11 @@ func (b *Bus) TopicStreams(ctx context.Context, filter string) ([]TopicStream, e
 		ts := TopicStream{Name: info.Config.Name, Subjects: slices.Clone(subs)}
 		if len(subs) == 2 && subs[1] == keyedWildcard(subs[0]) {
 			ts.Topic = subs[0]
-		} else if err := b.streamGroups(ctx, &ts); err != nil {
-			return nil, err
+		}
+		if groups {
+			if err := b.streamGroups(ctx, &ts); err != nil {
+				return nil, err
+			}
 		}
 		out = append(out, ts)
 	}
@@ -75,8 +79,10 @@ func (b *Bus) TopicStreams(ctx context.Context, filter string) ([]TopicStream, e
 	return out, nil
 }
 
-// streamGroups fills ts.Groups with the hub groups on a shared stream (the
-// consumers the hub created carry their group and topic as metadata).
+// streamGroups fills ts.Groups: on a shared stream the hub's groups (the
+// consumers the hub created carry their group and topic as metadata); on
+// a topic's own stream every consumer with acks, the hub's groups and
+// those made outside the hub (ordered consumers and replays ack nothing).
 func (b *Bus) streamGroups(ctx context.Context, ts *TopicStream) error {
 	s, err := b.js.Stream(ctx, ts.Name)
 	if err != nil {
@@ -85,7 +91,10 @@ func (b *Bus) streamGroups(ctx context.Context, ts *TopicStream) error {
 	l := s.ListConsumers(ctx)
 	for ci := range l.Info() {
 		md := ci.Config.Metadata
-		if g, t := md[metaGroup], md[metaTopic]; g != "" && t != "" {
+		switch g, t := md[metaGroup], md[metaTopic]; {
+		case ts.Topic != "" && ci.Config.AckPolicy != jetstream.AckNonePolicy:
+			ts.Groups = append(ts.Groups, GroupConsumer{Consumer: ci.Name, Topic: ts.Topic, Group: cmp.Or(g, ci.Name)})
+		case ts.Topic == "" && g != "" && t != "":
 			ts.Groups = append(ts.Groups, GroupConsumer{Consumer: ci.Name, Topic: t, Group: g})
 		}
 	}
