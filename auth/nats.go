@@ -237,6 +237,11 @@ func (n *NATS) authorize(ctx context.Context, token string, ownAccount bool) (id
 			return nil, nil, nil, "policy_not_expressible"
 		}
 		p.account = account
+		for _, e := range append(slices.Clone(pub), sub...) {
+			if t, _, _ := strings.Cut(e, " "); !slices.Contains(p.topics, t) {
+				p.topics = append(p.topics, t)
+			}
+		}
 		plan = &p
 	}
 	return id, &server.Permissions{

@@ -56,6 +56,7 @@ type principalAccount struct {
 	acc      *server.Account
 	services []string
 	streams  []string
+	topics   []string // of every plan it took (see StreamNames)
 }
 
 // errNoServer: the embedded server is not running yet.
@@ -72,6 +73,7 @@ type importPlan struct {
 	account  string   // the account's name (accountName)
 	services []string // publish side: topics and JetStream API subjects
 	streams  []string // subscribe side: topics
+	topics   []string // the topic subjects it may publish or subscribe to
 }
 
 // planImports returns the imports for the publish and subscribe allow lists
@@ -237,6 +239,7 @@ func (a *principalAccounts) account(name string, plan importPlan) (*server.Accou
 	pa := a.accounts[name]
 	services, streams := missing(pa, plan)
 	if pa != nil && len(services) == 0 && len(streams) == 0 {
+		pa.addTopics(plan.topics)
 		return pa.acc, nil
 	}
 	key := name
@@ -246,7 +249,7 @@ func (a *principalAccounts) account(name string, plan importPlan) (*server.Accou
 		name = fmt.Sprintf("%s_%d", name, a.generation)
 	}
 	hub := a.srv.GlobalAccount()
-	if err := a.export(hub, services, streams); err != nil {
+	if err := a.export(hub, key, services, streams); err != nil {
 		return nil, err
 	}
 	if pa == nil {
@@ -257,8 +260,9 @@ func (a *principalAccounts) account(name string, plan importPlan) (*server.Accou
 		pa = &principalAccount{acc: acc}
 		a.accounts[key] = pa
 	}
+	pa.addTopics(plan.topics)
 	for _, s := range services {
-		if err := pa.acc.AddServiceImport(hub, s, s); err != nil {
+		if err := pa.acc.AddServiceImport(hub, s, importTo(key, s)); err != nil {
 			return nil, fmt.Errorf("auth: native client account: import %q: %w", s, err)
 		}
 		pa.services = append(pa.services, s)
@@ -270,6 +274,34 @@ func (a *principalAccounts) account(name string, plan importPlan) (*server.Accou
 		pa.streams = append(pa.streams, s)
 	}
 	return pa.acc, nil
+}
+
+// importTo is the subject in the hub's account that the import of s in the
+// account named key leads to: the hub answers the stream lookups itself
+// (see StreamNames); every other subject is the same on both sides.
+func importTo(key, s string) string {
+	if s == jsAPI+"STREAM.NAMES" {
+		return apiPrefix + key + ".STREAM.NAMES"
+	}
+	return s
+}
+
+func (pa *principalAccount) addTopics(topics []string) {
+	for _, t := range topics {
+		if !slices.Contains(pa.topics, t) {
+			pa.topics = append(pa.topics, t)
+		}
+	}
+}
+
+// topicsOf returns the topic subjects of the account named key.
+func (a *principalAccounts) topicsOf(key string) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if pa := a.accounts[key]; pa != nil {
+		return slices.Clone(pa.topics)
+	}
+	return nil
 }
 
 // missing returns the imports of plan that pa (nil: a new account) lacks.
@@ -305,11 +337,12 @@ func overlaps(held, added []string) bool {
 // export has the hub account export what plan imports. The exports are
 // public, but only this server's principal accounts import anything: no
 // other account exists on the embedded server.
-func (a *principalAccounts) export(hub *server.Account, services, streams []string) error {
+func (a *principalAccounts) export(hub *server.Account, key string, services, streams []string) error {
 	if a.exported == nil {
 		a.exported = map[string]bool{}
 	}
 	for _, s := range services {
+		s = importTo(key, s)
 		if a.exported["service "+s] {
 			continue
 		}

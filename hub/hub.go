@@ -218,8 +218,9 @@ type Hub struct {
 	drainer    *outbox.Drainer
 	outbox     *outbox.Store
 	callout    *auth.Callout
-	limiter    *limits.Limiter // nil: nothing limited
-	bg         sync.WaitGroup  // background components
+	streamAPI  *auth.StreamNames // scoped native clients' stream lookups
+	limiter    *limits.Limiter   // nil: nothing limited
+	bg         sync.WaitGroup    // background components
 	cancel     context.CancelFunc
 }
 
@@ -303,6 +304,14 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 		au.Close()
 		cancel()
 		return nil, err
+	}
+	if na != nil && bus.Server() != nil {
+		if h.streamAPI, err = na.ServeStreamNames(bus.Conn()); err != nil {
+			_ = bus.Shutdown(context.WithoutCancel(ctx))
+			au.Close()
+			cancel()
+			return nil, err
+		}
 	}
 	if callout != nil {
 		if err := callout.Start(bus.Conn()); err != nil {
@@ -453,6 +462,9 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	}
 	if h.callout != nil {
 		errs = append(errs, h.callout.Close())
+	}
+	if h.streamAPI != nil {
+		errs = append(errs, h.streamAPI.Close())
 	}
 	errs = append(errs, h.Bus.Shutdown(ctx))
 	h.Auth.Close()

@@ -2,6 +2,7 @@ package hub_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -328,5 +329,34 @@ func TestNativeReaderCannotPullFromLiveSessions(t *testing.T) {
 	again := connectNative(t, h, tok)
 	if _, err := again.js.Consumer(ctx, stream, jetstream.ConsumerName("late", topic, false)); err != nil {
 		t.Fatalf("bind to a group made before this connection: %v", err)
+	}
+}
+
+// TestNativeStreamLookupListsOwnTopics: a stream lookup by subject
+// (nats.go StreamNameBySubject, nats.js streams.find) finds the client's
+// topics and no other: JetStream itself would list any topic's stream,
+// and every stream without a filter.
+func TestNativeStreamLookupListsOwnTopics(t *testing.T) {
+	h := jsHub(t)
+	ctx := t.Context()
+	for _, topic := range []string{"orders.new", "billing.paid", "orders.secret"} {
+		publishN(t, h, topic, 0, 1)
+	}
+	c := connectNative(t, h, mintAs(t, "app", "publish:orders.new", "subscribe:orders.new"))
+	name, err := c.js.StreamNameBySubject(ctx, "orders.new")
+	if err != nil || name != streamOf(t, h, "orders.new") {
+		t.Fatalf("own topic: %q %v", name, err)
+	}
+	for _, other := range []string{"billing.paid", "orders.secret", "orders.*"} {
+		if name, err := c.js.StreamNameBySubject(ctx, other); err == nil && name != streamOf(t, h, "orders.new") {
+			t.Fatalf("lookup of %s found %s", other, name)
+		}
+	}
+	resp, err := c.nc.RequestWithContext(ctx, "$JS.API.STREAM.NAMES", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(resp.Data), streamOf(t, h, "billing.paid")) || !strings.Contains(string(resp.Data), streamOf(t, h, "orders.new")) {
+		t.Fatalf("unfiltered lookup: %s", resp.Data)
 	}
 }
