@@ -181,7 +181,7 @@ func (n *NATS) authorize(ctx context.Context, token string, ownAccount bool) (id
 	}
 	hubInbox := n.hubInbox + ".>"
 	if id.HasScope(ScopeAdmin) {
-		deny := []string{hubInbox, "$SYS.>"}
+		deny := []string{hubInbox, apiPrefix + ">", "$SYS.>"}
 		return id, &server.Permissions{
 			Publish:   &server.SubjectPermission{Deny: deny},
 			Subscribe: &server.SubjectPermission{Deny: slices.Clone(deny)},
@@ -224,7 +224,7 @@ func (n *NATS) authorize(ctx context.Context, token string, ownAccount bool) (id
 		n.log.Warn("native NATS client gets no JetStream API: streams could not be listed", "err", err, "subject", id.Subject)
 		jsOK = false
 	}
-	pubDeny := append(slices.Clone(systemSubjects), "_INBOX.>", hubInbox)
+	pubDeny := append(slices.Clone(systemSubjects), "_INBOX.>", hubInbox, apiPrefix+">")
 	if jsOK {
 		// The allow list names every JetStream subject granted; nothing
 		// else under $JS is in it (no entry begins with a wildcard).
@@ -251,7 +251,7 @@ func (n *NATS) authorize(ctx context.Context, token string, ownAccount bool) (id
 		},
 		Subscribe: &server.SubjectPermission{
 			Allow: append(subAllow, "_INBOX.>"),
-			Deny:  append(append(slices.Clone(systemSubjects), hubInbox), subDeny...),
+			Deny:  append(append(slices.Clone(systemSubjects), hubInbox, apiPrefix+">"), subDeny...),
 		},
 	}, plan, ""
 }

@@ -98,9 +98,11 @@ func planImports(pub, sub []string) (importPlan, bool) {
 }
 
 // narrowImports strips queue suffixes, drops subjects another entry covers,
-// and sorts the rest.
+// and sorts the rest. Two literal subjects never overlap unless equal, so
+// only entries with wildcards are compared with the others.
 func narrowImports(entries []string) ([]string, bool) {
-	var subjects []string
+	var subjects, wild []string
+	seen := map[string]bool{}
 	for _, e := range entries {
 		if leadingWildcard(e) {
 			return nil, false
@@ -108,18 +110,20 @@ func narrowImports(entries []string) ([]string, bool) {
 		s, _, _ := strings.Cut(e, " ")
 		// Acks in the v2 form ($JS.ACK.<domain>.<hash>.<stream>…) are not
 		// what this server sends, and the form could overlap the v1 one.
-		if strings.HasPrefix(s, jsAck+"*.*.") {
+		if strings.HasPrefix(s, jsAck+"*.*.") || seen[s] {
 			continue
 		}
-		if !slices.Contains(subjects, s) {
-			subjects = append(subjects, s)
+		seen[s] = true
+		subjects = append(subjects, s)
+		if strings.ContainsAny(s, "*>") {
+			wild = append(wild, s)
 		}
 	}
 	var out []string
-	for i, s := range subjects {
+	for _, s := range subjects {
 		covered := false
-		for j, o := range subjects {
-			if i == j || !server.SubjectsCollide(s, o) {
+		for _, o := range wild {
+			if o == s || !server.SubjectsCollide(s, o) {
 				continue
 			}
 			if subjectCovers(o, s) {
@@ -309,24 +313,30 @@ func missing(pa *principalAccount, plan importPlan) (services, streams []string)
 	if pa == nil {
 		return plan.services, plan.streams
 	}
-	for _, s := range plan.services {
-		if !slices.Contains(pa.services, s) {
-			services = append(services, s)
-		}
-	}
-	for _, s := range plan.streams {
-		if !slices.Contains(pa.streams, s) {
-			streams = append(streams, s)
-		}
-	}
-	return services, streams
+	return without(plan.services, pa.services), without(plan.streams, pa.streams)
 }
 
-// overlaps reports whether a subject of added collides with one of held.
+// without returns the subjects of want that held does not have.
+func without(want, held []string) []string {
+	have := make(map[string]bool, len(held))
+	for _, h := range held {
+		have[h] = true
+	}
+	var out []string
+	for _, w := range want {
+		if !have[w] {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// overlaps reports whether a subject of added collides with one of held
+// (literal subjects of each are distinct: missing left out the equal ones).
 func overlaps(held, added []string) bool {
 	for _, a := range added {
 		for _, h := range held {
-			if server.SubjectsCollide(a, h) {
+			if (strings.ContainsAny(a, "*>") || strings.ContainsAny(h, "*>")) && server.SubjectsCollide(a, h) {
 				return true
 			}
 		}

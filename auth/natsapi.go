@@ -3,36 +3,50 @@ package auth
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
 
 // apiPrefix is where, in the hub's account, the hub answers the JetStream
 // API calls of scoped native clients that JetStream cannot answer for them:
 // "_EHAPI.<account>.STREAM.NAMES". Their accounts import
-// $JS.API.STREAM.NAMES from there (see principalAccounts).
+// $JS.API.STREAM.NAMES from there (see principalAccounts); no native
+// client may use these subjects.
 const apiPrefix = "_EHAPI."
+
+// streamNamesPage is JetStream's page size for stream names.
+const streamNamesPage = 1024
+
+// streamListAge is how long one listing of the streams answers lookups: a
+// client looking up in a loop costs the server one listing per period.
+const streamListAge = 250 * time.Millisecond
 
 // StreamNames answers the stream lookups ($JS.API.STREAM.NAMES, which
 // nats.go's StreamNameBySubject and nats.js's streams.find make) of scoped
 // native clients, on nc (the hub's own connection to the embedded server),
 // until Close. JetStream would list every stream whose subjects match the
 // request's filter, or every stream without one: the names of topics the
-// client may not read nor publish to. The hub asks JetStream and keeps the
-// streams of the client's topics.
+// client may not read nor publish to. The hub lists the streams of the
+// client's topics that match the filter, paged as JetStream pages.
 type StreamNames struct {
 	n   *NATS
-	nc  *nats.Conn
 	sub *nats.Subscription
+
+	mu     sync.Mutex
+	listed time.Time
+	all    []Stream
 }
 
 // ServeStreamNames starts answering the stream lookups of scoped clients.
 func (n *NATS) ServeStreamNames(nc *nats.Conn) (*StreamNames, error) {
-	s := &StreamNames{n: n, nc: nc}
+	s := &StreamNames{n: n}
 	sub, err := nc.Subscribe(apiPrefix+"*.STREAM.NAMES", s.handle)
 	if err != nil {
 		return nil, fmt.Errorf("auth: stream lookups: %w", err)
@@ -44,65 +58,105 @@ func (n *NATS) ServeStreamNames(nc *nats.Conn) (*StreamNames, error) {
 	return s, nil
 }
 
-// Close stops answering; lookups in progress finish.
-func (s *StreamNames) Close() error { return s.sub.Drain() }
+// Close stops answering; lookups in progress finish. Closing twice, or
+// after the connection closed, is not an error.
+func (s *StreamNames) Close() error {
+	if err := s.sub.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
+		return err
+	}
+	return nil
+}
+
+// streamNamesRequest and streamNamesResponse are JetStream's.
+type streamNamesRequest struct {
+	Subject string `json:"subject,omitempty"`
+	Offset  int    `json:"offset"`
+}
+
+type streamNamesResponse struct {
+	Type    string   `json:"type"`
+	Total   int      `json:"total"`
+	Offset  int      `json:"offset"`
+	Limit   int      `json:"limit"`
+	Streams []string `json:"streams"`
+	Error   *apiErr  `json:"error,omitempty"`
+}
+
+type apiErr struct {
+	Code        int    `json:"code"`
+	Description string `json:"description"`
+}
 
 func (s *StreamNames) handle(m *nats.Msg) {
 	key := strings.TrimSuffix(strings.TrimPrefix(m.Subject, apiPrefix), ".STREAM.NAMES")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	out, err := s.answer(ctx, key, m.Data)
-	if err != nil {
-		s.n.log.Warn("native stream lookup", "err", err)
-		out = []byte(`{"type":"io.nats.jetstream.api.v1.stream_names_response","error":{"code":503,"description":"stream lookup failed"}}`)
+	resp := streamNamesResponse{Type: "io.nats.jetstream.api.v1.stream_names_response", Limit: streamNamesPage, Streams: []string{}}
+	var req streamNamesRequest
+	if len(m.Data) > 0 {
+		if err := json.Unmarshal(m.Data, &req); err != nil {
+			resp.Error = &apiErr{Code: 400, Description: "invalid JSON: " + err.Error()}
+		}
 	}
+	if resp.Error == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		names, err := s.names(ctx, key, req.Subject)
+		cancel()
+		if err != nil {
+			s.n.log.Warn("native stream lookup", "err", err)
+			resp.Error = &apiErr{Code: 503, Description: "stream lookup failed"}
+		} else {
+			resp.Total, resp.Offset = len(names), min(max(req.Offset, 0), len(names))
+			resp.Streams = names[resp.Offset:min(resp.Offset+streamNamesPage, len(names))]
+		}
+	}
+	out, _ := json.Marshal(resp)
 	_ = m.Respond(out)
 }
 
-// answer asks JetStream the request and keeps the streams of the topics of
-// account key.
-func (s *StreamNames) answer(ctx context.Context, key string, req []byte) ([]byte, error) {
+// names returns, sorted, the streams holding topics of the account named
+// key whose subjects match filter ("" for any).
+func (s *StreamNames) names(ctx context.Context, key, filter string) ([]string, error) {
 	topics := s.n.accounts.topicsOf(key)
-	resp, err := s.nc.RequestWithContext(ctx, jsAPI+"STREAM.NAMES", req)
+	all, err := s.streams(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var body map[string]json.RawMessage
-	if err := json.Unmarshal(resp.Data, &body); err != nil {
+	var out []string
+	for _, st := range all {
+		if collides(st.Subjects, topics) && (filter == "" || collides(st.Subjects, []string{filter})) {
+			out = append(out, st.Name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// collides reports whether a subject of a overlaps one of b.
+func collides(a, b []string) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if server.SubjectsCollide(x, y) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// streams lists the streams, at most streamListAge old.
+func (s *StreamNames) streams(ctx context.Context) ([]Stream, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if time.Since(s.listed) < streamListAge {
+		return s.all, nil
+	}
+	d := s.n.dir.Load()
+	if d == nil {
+		return nil, nil
+	}
+	all, err := d.TopicStreams(ctx, ">", false)
+	if err != nil {
 		return nil, err
 	}
-	if _, failed := body["error"]; failed {
-		return resp.Data, nil
-	}
-	var names []string
-	if raw, ok := body["streams"]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &names); err != nil {
-			return nil, err
-		}
-	}
-	var offset int
-	if raw, ok := body["offset"]; ok {
-		_ = json.Unmarshal(raw, &offset)
-	}
-	var dir Directory
-	if d := s.n.dir.Load(); d != nil {
-		dir = d.Directory
-	}
-	allowed := map[string]bool{}
-	for _, t := range topics {
-		if dir == nil {
-			break
-		}
-		found, err := dir.TopicStreams(ctx, t, false)
-		if err != nil {
-			return nil, err
-		}
-		for _, st := range found {
-			allowed[st.Name] = true
-		}
-	}
-	names = slices.DeleteFunc(names, func(n string) bool { return !allowed[n] })
-	body["streams"], _ = json.Marshal(names)
-	body["total"], _ = json.Marshal(offset + len(names))
-	return json.Marshal(body)
+	s.all, s.listed = all, time.Now()
+	return all, nil
 }

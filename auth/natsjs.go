@@ -49,11 +49,18 @@ const (
 )
 
 // jsGrants collects the JetStream API subjects granted to one principal.
-type jsGrants struct{ pub []string }
+type jsGrants struct {
+	pub  []string
+	seen map[string]bool
+}
 
 func (g *jsGrants) add(subjects ...string) {
+	if g.seen == nil {
+		g.seen = map[string]bool{}
+	}
 	for _, s := range subjects {
-		if !slices.Contains(g.pub, s) {
+		if !g.seen[s] {
+			g.seen[s] = true
 			g.pub = append(g.pub, s)
 		}
 	}
@@ -101,13 +108,17 @@ func (g *jsGrants) consumer(stream, name string) {
 // own expands such entries first: see expandLeading).
 func jetStreamGrants(ctx context.Context, dir Directory, p *acl.CompiledPolicy, pub, sub []string) (grants []string, ok bool, err error) {
 	var filters []string
-	for _, e := range append(slices.Clone(pub), sub...) {
+	read := map[string]bool{} // filters of subscribe rules: their groups are listed
+	for i, e := range append(slices.Clone(pub), sub...) {
 		s, _, _ := strings.Cut(e, " ")
 		if s == ">" || s == "*" || strings.HasPrefix(s, "*.") {
 			return nil, false, nil
 		}
 		if !slices.Contains(filters, s) {
 			filters = append(filters, s)
+		}
+		if i >= len(pub) {
+			read[s] = true
 		}
 	}
 	if dir == nil || len(filters) == 0 {
@@ -116,13 +127,18 @@ func jetStreamGrants(ctx context.Context, dir Directory, p *acl.CompiledPolicy, 
 	streams := map[string]*Stream{}
 	var order []string
 	put := func(s Stream) {
-		if _, seen := streams[s.Name]; !seen {
+		prev, seen := streams[s.Name]
+		switch {
+		case !seen:
 			order = append(order, s.Name)
 			streams[s.Name] = &s
+		case prev.Groups == nil:
+			// found again by a subscribe rule, with its groups
+			prev.Groups = s.Groups
 		}
 	}
 	for _, f := range filters {
-		found, err := dir.TopicStreams(ctx, f, true)
+		found, err := dir.TopicStreams(ctx, f, read[f])
 		if err != nil {
 			return nil, false, err
 		}

@@ -292,26 +292,27 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 		cancel()
 		return nil, err
 	}
+	var streamAPI *auth.StreamNames
 	if na != nil {
 		na.SetDirectory(busDirectory{bus})
-		if srv := bus.Server(); srv != nil {
+		if srv := bus.Server(); srv != nil && !cfg.Auth.NativeScoped {
+			// Scoped clients get accounts of their own (NativeScoped off):
+			// their stream lookups are answered before the first connects.
+			if streamAPI, err = na.ServeStreamNames(bus.Conn()); err != nil {
+				_ = bus.Shutdown(context.WithoutCancel(ctx))
+				au.Close()
+				cancel()
+				return nil, err
+			}
 			na.SetServer(srv)
 		}
 	}
-	h := &Hub{cfg: cfg, log: log, Bus: bus, Auth: au, Registry: reg, Metrics: m, cancel: cancel, limiter: lim}
+	h := &Hub{cfg: cfg, log: log, Bus: bus, Auth: au, Registry: reg, Metrics: m, cancel: cancel, limiter: lim, streamAPI: streamAPI}
 	if err := h.startLimits(ctx); err != nil {
 		_ = bus.Shutdown(context.WithoutCancel(ctx))
 		au.Close()
 		cancel()
 		return nil, err
-	}
-	if na != nil && bus.Server() != nil {
-		if h.streamAPI, err = na.ServeStreamNames(bus.Conn()); err != nil {
-			_ = bus.Shutdown(context.WithoutCancel(ctx))
-			au.Close()
-			cancel()
-			return nil, err
-		}
 	}
 	if callout != nil {
 		if err := callout.Start(bus.Conn()); err != nil {

@@ -2,6 +2,7 @@ package hub_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -319,6 +320,15 @@ func TestNativeReaderCannotPullFromLiveSessions(t *testing.T) {
 		_, err := c.nc.RequestWithContext(ctx, "$JS.API.CONSUMER.MSG.NEXT."+stream+"."+name, []byte(`{"batch":1,"no_wait":true}`))
 		return err
 	})
+	// A push consumer with acks is its deliver subject's, not a group.
+	if _, err := h.Bus.JetStream().CreateOrUpdatePushConsumer(ctx, stream, njs.ConsumerConfig{Durable: "pushed", DeliverSubject: "elsewhere.x", AckPolicy: njs.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	pushReader := connectNative(t, h, tok)
+	pushReader.refused(t, "$JS.API.CONSUMER.INFO."+stream+".pushed", func(ctx context.Context) error {
+		_, err := pushReader.js.Consumer(ctx, stream, "pushed")
+		return err
+	})
 	sub, err = h.Bus.Subscribe(ctx, topic, "late", func(context.Context, facade.Delivery) error { return nil }, facade.SubscribeOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -358,5 +368,45 @@ func TestNativeStreamLookupListsOwnTopics(t *testing.T) {
 	}
 	if strings.Contains(string(resp.Data), streamOf(t, h, "billing.paid")) || !strings.Contains(string(resp.Data), streamOf(t, h, "orders.new")) {
 		t.Fatalf("unfiltered lookup: %s", resp.Data)
+	}
+
+	// Pages count the client's streams only.
+	reader := connectNative(t, h, mintAs(t, "reader", "subscribe:orders.*"))
+	var page struct {
+		Total, Offset int
+		Streams       []string
+	}
+	resp, err = reader.nc.RequestWithContext(ctx, "$JS.API.STREAM.NAMES", []byte(`{"offset":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(resp.Data, &page); err != nil || page.Total != 2 || page.Offset != 1 || len(page.Streams) != 1 {
+		t.Fatalf("second page of two streams: %s (%v)", resp.Data, err)
+	}
+
+	// The lookups are the hub's to answer: an admin may not listen in.
+	errs := make(chan error, 10)
+	admin, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mintAs(t, "ops", "admin")),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.SubscribeSync("_EHAPI.>"); err != nil {
+		t.Fatal(err)
+	}
+	admin.Flush()
+	waitErr(t, errs, "Subscription to \"_EHAPI.>\"")
+}
+
+// TestHubShutdownTwice: a second Shutdown, after the stream lookups'
+// connection closed, is not an error.
+func TestHubShutdownTwice(t *testing.T) {
+	h := startHub(t, hub.Config{Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}})
+	if err := h.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Shutdown(t.Context()); err != nil {
+		t.Fatalf("second shutdown: %v", err)
 	}
 }

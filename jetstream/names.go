@@ -81,8 +81,9 @@ func (b *Bus) TopicStreams(ctx context.Context, filter string, groups bool) ([]T
 
 // streamGroups fills ts.Groups: on a shared stream the hub's groups (the
 // consumers the hub created carry their group and topic as metadata); on
-// a topic's own stream every consumer with acks, the hub's groups and
-// those made outside the hub (ordered consumers and replays ack nothing).
+// a topic's own stream every pull consumer with acks, the hub's groups and
+// those made outside the hub (ordered consumers and replays ack nothing;
+// a push consumer is its deliver subject's, not a group to join).
 func (b *Bus) streamGroups(ctx context.Context, ts *TopicStream) error {
 	s, err := b.js.Stream(ctx, ts.Name)
 	if err != nil {
@@ -92,7 +93,7 @@ func (b *Bus) streamGroups(ctx context.Context, ts *TopicStream) error {
 	for ci := range l.Info() {
 		md := ci.Config.Metadata
 		switch g, t := md[metaGroup], md[metaTopic]; {
-		case ts.Topic != "" && ci.Config.AckPolicy != jetstream.AckNonePolicy:
+		case ts.Topic != "" && ci.Config.AckPolicy != jetstream.AckNonePolicy && ci.Config.DeliverSubject == "":
 			ts.Groups = append(ts.Groups, GroupConsumer{Consumer: ci.Name, Topic: ts.Topic, Group: cmp.Or(g, ci.Name)})
 		case ts.Topic == "" && g != "" && t != "":
 			ts.Groups = append(ts.Groups, GroupConsumer{Consumer: ci.Name, Topic: t, Group: g})
