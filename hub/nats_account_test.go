@@ -89,18 +89,10 @@ func TestNativeRepliesStayInTheClientsAccount(t *testing.T) {
 		t.Fatalf("js.Publish: %v", err)
 	}
 	quiet(t, watch, "another topic")
-	info, err := h.Bus.JetStream().Stream(ctx, billing)
-	if err != nil {
-		t.Fatalf("the other topic's stream: %v", err)
-	}
-	if n := info.CachedInfo().State.Msgs; n != 1 {
+	if n := storedIn(t, h, billing); n != 1 {
 		t.Fatalf("the other topic's stream holds %d events, want its 1", n)
 	}
-	oi, err := h.Bus.JetStream().Stream(ctx, own)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := oi.CachedInfo().State.Msgs; n != 4 {
+	if n := storedIn(t, h, own); n != 4 {
 		t.Fatalf("the client's topic holds %d events, want 4", n)
 	}
 }
@@ -165,19 +157,8 @@ func TestNativeInboxesArePrivate(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bind to the group: %v", err)
 	}
-	batch, err := cons.Fetch(4, njs.FetchMaxWait(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for m := range batch.Messages() {
-		if err := m.DoubleAck(ctx); err != nil {
-			t.Fatal(err)
-		}
-		n++
-	}
-	if n != 4 {
-		t.Fatalf("pulled %d events of 4 (%v)", n, batch.Error())
+	if got := fetchAcked(t, cons, 4, 5*time.Second); len(got) != 4 {
+		t.Fatalf("pulled %v, want 4 events", got)
 	}
 	// An admin's replies stay private too.
 	admin, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mintAs(t, "ops", "admin")))

@@ -98,11 +98,7 @@ func TestNativeNATSClientsNeedTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := h.Bus.JetStream().Stream(t.Context(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := s.CachedInfo().State.Msgs; n != 1 {
+	if n := storedIn(t, h, name); n != 1 {
 		t.Fatalf("process.state holds %d messages, want only the hub's 1", n)
 	}
 }

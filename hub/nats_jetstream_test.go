@@ -86,6 +86,34 @@ func publishN(t *testing.T, h *hub.Hub, topic string, from, n int) {
 	}
 }
 
+// storedIn is the number of events stream holds.
+func storedIn(t *testing.T, h *hub.Hub, stream string) uint64 {
+	t.Helper()
+	s, err := h.Bus.JetStream().Stream(t.Context(), stream)
+	if err != nil {
+		t.Fatalf("stream %s: %v", stream, err)
+	}
+	return s.CachedInfo().State.Msgs
+}
+
+// fetchAcked pulls up to n events from cons, acks each with the server's
+// confirmation, and returns their subjects.
+func fetchAcked(t *testing.T, cons njs.Consumer, n int, wait time.Duration) []string {
+	t.Helper()
+	batch, err := cons.Fetch(n, njs.FetchMaxWait(wait))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subjects []string
+	for m := range batch.Messages() {
+		subjects = append(subjects, m.Subject())
+		if err := m.DoubleAck(t.Context()); err != nil {
+			t.Fatalf("ack: %v", err)
+		}
+	}
+	return subjects
+}
+
 func streamOf(t *testing.T, h *hub.Hub, topic string) string {
 	t.Helper()
 	name, err := h.Bus.JetStream().StreamNameBySubject(t.Context(), topic)
@@ -136,19 +164,8 @@ func TestNativeJetStreamScoped(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bind to the group: %v", err)
 	}
-	batch, err := cons.Fetch(4, njs.FetchMaxWait(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for m := range batch.Messages() {
-		if err := m.DoubleAck(ctx); err != nil {
-			t.Fatalf("ack: %v", err)
-		}
-		n++
-	}
-	if n != 4 {
-		t.Fatalf("fetched %d, want 4 (%v)", n, batch.Error())
+	if got := fetchAcked(t, cons, 4, 5*time.Second); len(got) != 4 {
+		t.Fatalf("fetched %v, want 4 events", got)
 	}
 
 	// No consumer is made, changed or deleted natively: a push consumer
@@ -229,19 +246,8 @@ func TestNativeJetStreamGroupRestricted(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bind to g1: %v", err)
 	}
-	batch, err := cons.Fetch(2, njs.FetchMaxWait(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for m := range batch.Messages() {
-		if err := m.DoubleAck(ctx); err != nil {
-			t.Fatal(err)
-		}
-		n++
-	}
-	if n != 2 {
-		t.Fatalf("g1 delivered %d, want 2", n)
+	if got := fetchAcked(t, cons, 2, 5*time.Second); len(got) != 2 {
+		t.Fatalf("g1 delivered %v, want 2 events", got)
 	}
 	// Groups are made through the hub, and deleted by operators only.
 	g3 := jetstream.ConsumerName("g3", "orders.new", false)
@@ -448,22 +454,8 @@ func TestNativeJetStreamFamilyStream(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bind to the hub's group: %v", err)
 	}
-	batch, err := cons.Fetch(5, njs.FetchMaxWait(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for m := range batch.Messages() {
-		if m.Subject() != "audit.login" {
-			t.Fatalf("the group delivered %s", m.Subject())
-		}
-		if err := m.DoubleAck(ctx); err != nil {
-			t.Fatal(err)
-		}
-		n++
-	}
-	if n != 2 {
-		t.Fatalf("fetched %d, want 2", n)
+	if got := fetchAcked(t, cons, 5, time.Second); len(got) != 2 || got[0] != "audit.login" || got[1] != "audit.login" {
+		t.Fatalf("the group delivered %v, want audit.login twice", got)
 	}
 	request := func(subject string, body []byte) func(ctx context.Context) error {
 		return func(ctx context.Context) error { _, err := c.nc.RequestWithContext(ctx, subject, body); return err }
@@ -506,17 +498,7 @@ func TestNativeJetStreamWildcardGroup(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bind to the hub's wildcard group: %v", err)
 	}
-	batch, err := cons.Fetch(5, njs.FetchMaxWait(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var subjects []string
-	for m := range batch.Messages() {
-		subjects = append(subjects, m.Subject())
-		if err := m.DoubleAck(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	subjects := fetchAcked(t, cons, 5, time.Second)
 	if len(subjects) != 2 || subjects[0] != "audit.login" || subjects[1] != "audit.logout" {
 		t.Fatalf("the wildcard group delivered %v", subjects)
 	}
