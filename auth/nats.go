@@ -21,11 +21,12 @@ import (
 // hub's tokens (passed as the NATS token, or as the password of any user).
 //
 // The all-access static token and tokens with the admin scope get the whole
-// JetStream API and every subject but the hub's own inboxes and $SYS.>, as
-// operators' nats CLI expects. Every other token connects in a NATS account
-// of its own (see principalAccounts) that imports from the hub's account
-// only what its policy grants, and its policy also becomes the user's
-// subject permissions in that account:
+// JetStream API and every subject but the hub's own (its inboxes and
+// _EHAPI.>) and $SYS.>, as operators' nats CLI expects. Every other token
+// connects (unless [Config.NativeScoped] is on) in a NATS account of its
+// own (see principalAccounts) that imports from the hub's account only what
+// its policy grants, and its policy also becomes the user's subject
+// permissions in that account:
 //
 //   - publish rights on a topic cover its keyed subjects (<topic>._k.*) too,
 //     and JetStream-acknowledged publishes work (acks arrive on the
@@ -39,18 +40,22 @@ import (
 //     work with the hub's members; no consumer is created or deleted
 //     natively; other system subjects ($KV.>, $SYS.>…) and the rest of the
 //     JetStream API stay denied;
-//   - a policy that imports cannot hold exactly (an allow entry beginning
-//     with a wildcard, overlapping entries, a "**" that is not last, a deny
-//     that shadows a later allow, an entry naming "$" or "_" subjects) is
-//     refused rather than approximated ("policy_not_expressible").
+//   - an allow entry beginning with a wildcard ("**", "*.x") is expanded
+//     over the first segments of the hub's topics (see expandLeading);
+//   - a policy that permissions and imports cannot hold exactly (a "**"
+//     that is not last, a deny that shadows a later allow, an entry naming
+//     "$" or "_" subjects, entries that overlap without one covering the
+//     other) is refused rather than approximated ("policy_not_expressible").
 //
 // Because every request a scoped client makes crosses an import, the
 // server answers into the client's own account whatever reply subject it
 // names, and no client sees another principal's replies.
 //
 // With [Config.NativeScoped] on, scoped clients share the hub's account
-// instead, with the same subject permissions: faster (no import to cross),
-// without those two guarantees. On an external server the auth callout
+// instead, with subject permissions only: faster (no import to cross),
+// without those two guarantees. There a bare "*" rule is refused, a rule
+// beginning with a wildcard gets no JetStream API (NATS could not keep it
+// out of $JS.>), and overlapping rules are accepted. On an external server the auth callout
 // ([Callout]) cannot make accounts: there, scoped tokens share the account
 // the callout places them in, and are refused unless NativeScoped is on.
 //
@@ -149,7 +154,7 @@ func (n *NATS) Check(c server.ClientAuthentication) bool {
 	}
 	user := &server.User{Username: id.Subject, Permissions: perms, ConnectionDeadline: id.Expires}
 	if plan != nil {
-		acc, err := n.accounts.account(plan.account, *plan)
+		acc, err := n.accounts.account(*plan)
 		if errors.Is(err, errNoServer) {
 			n.refuse(c, "starting")
 			return false
@@ -203,11 +208,14 @@ func (n *NATS) authorize(ctx context.Context, token string, ownAccount bool) (id
 	if ownAccount && !id.Static && id.Subject == "" {
 		return nil, nil, nil, "no_subject"
 	}
-	principal := "jwt:" + id.Subject
-	if id.Static {
-		principal = "static:" + id.Subject
+	var account string
+	if ownAccount {
+		principal := "jwt:" + id.Subject
+		if id.Static {
+			principal = "static:" + id.Subject
+		}
+		account = accountName(principal, pub, sub)
 	}
-	account := accountName(principal, pub, sub)
 	if ownAccount && (slices.ContainsFunc(pub, leadingWildcard) || slices.ContainsFunc(sub, leadingWildcard)) {
 		firsts, err := firstTokens(ctx, dir)
 		if err != nil {

@@ -74,19 +74,19 @@ func TestPrincipalAccountGenerations(t *testing.T) {
 	defer srv.Shutdown()
 	var a principalAccounts
 	a.setServer(srv)
-	first, err := a.account("K", importPlan{services: []string{"a.b"}, streams: []string{"a.b"}})
+	first, err := a.account(importPlan{account: "K", services: []string{"a.b"}, streams: []string{"a.b"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	grown, err := a.account("K", importPlan{services: []string{"a.b", "c.d"}, streams: []string{"a.b"}})
+	grown, err := a.account(importPlan{account: "K", services: []string{"a.b", "c.d"}, streams: []string{"a.b"}})
 	if err != nil || grown != first {
 		t.Fatalf("a new import gave another account (%v)", err)
 	}
-	next, err := a.account("K", importPlan{services: []string{"a.*"}})
+	next, err := a.account(importPlan{account: "K", services: []string{"a.*"}})
 	if err != nil || next == first {
 		t.Fatalf("an overlapping import was added to the account (%v)", err)
 	}
-	again, err := a.account("K", importPlan{services: []string{"a.*"}})
+	again, err := a.account(importPlan{account: "K", services: []string{"a.*"}})
 	if err != nil || again != next {
 		t.Fatalf("the same rights made another account (%v)", err)
 	}

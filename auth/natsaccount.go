@@ -62,12 +62,6 @@ type principalAccount struct {
 // errNoServer: the embedded server is not running yet.
 var errNoServer = errors.New("auth: the embedded NATS server is not running yet")
 
-// Every request crossing an import leaves the hub's account a response
-// mapping until its answer is sent: one for a singleton answer, and for a
-// pull (answered with many messages, the only streamed answer granted)
-// until the server's response threshold (2 minutes) passes. Direct gets
-// are singletons: a batched direct get returns its first message only.
-
 // importPlan is what a principal's account imports from the hub's account.
 type importPlan struct {
 	account  string   // the account's name (accountName)
@@ -226,12 +220,12 @@ func (a *principalAccounts) setServer(s *server.Server) {
 	a.mu.Unlock()
 }
 
-// account returns the account name with plan's imports, making it (and
+// account returns the account plan.account with plan's imports, making it (and
 // the hub account's exports it needs) on first use, and adding to it the
 // imports of plan it lacks. An import that would overlap one the account
 // holds (which would bring messages in twice) gives the connection a new
 // account instead.
-func (a *principalAccounts) account(name string, plan importPlan) (*server.Account, error) {
+func (a *principalAccounts) account(plan importPlan) (*server.Account, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.srv == nil {
@@ -240,6 +234,7 @@ func (a *principalAccounts) account(name string, plan importPlan) (*server.Accou
 	if a.accounts == nil {
 		a.accounts = map[string]*principalAccount{}
 	}
+	name := plan.account
 	pa := a.accounts[name]
 	services, streams := missing(pa, plan)
 	if pa != nil && len(services) == 0 && len(streams) == 0 {
@@ -247,7 +242,9 @@ func (a *principalAccounts) account(name string, plan importPlan) (*server.Accou
 		return pa.acc, nil
 	}
 	key := name
+	var older []string // the topics of the generation a new one replaces
 	if pa != nil && (overlaps(pa.services, services) || overlaps(pa.streams, streams)) {
+		older = pa.topics
 		pa, services, streams = nil, plan.services, plan.streams
 		a.generation++
 		name = fmt.Sprintf("%s_%d", name, a.generation)
@@ -261,7 +258,8 @@ func (a *principalAccounts) account(name string, plan importPlan) (*server.Accou
 		if err != nil {
 			return nil, fmt.Errorf("auth: native client account: %w", err)
 		}
-		pa = &principalAccount{acc: acc}
+		// Stream lookups go by key: they answer for both generations.
+		pa = &principalAccount{acc: acc, topics: slices.Clone(older)}
 		a.accounts[key] = pa
 	}
 	pa.addTopics(plan.topics)
@@ -344,7 +342,13 @@ func overlaps(held, added []string) bool {
 	return false
 }
 
-// export has the hub account export what plan imports. The exports are
+// export has the hub account export what an account imports. Every
+// request crossing an import leaves the hub's account a response mapping
+// until its answer is sent: one for a singleton answer, and for a pull
+// (answered with many messages, the only streamed answer granted) until
+// the server's response threshold (2 minutes) passes or the client stops
+// listening. Direct gets are singletons: a batched direct get returns its
+// first message only. The exports are
 // public, but only this server's principal accounts import anything: no
 // other account exists on the embedded server.
 func (a *principalAccounts) export(hub *server.Account, key string, services, streams []string) error {

@@ -58,8 +58,9 @@ func (n *NATS) ServeStreamNames(nc *nats.Conn) (*StreamNames, error) {
 	return s, nil
 }
 
-// Close stops answering; lookups in progress finish. Closing twice, or
-// after the connection closed, is not an error.
+// Close stops answering (lookups in progress may still be answered, as
+// long as the connection is open). Closing twice, or after the connection
+// closed, is not an error.
 func (s *StreamNames) Close() error {
 	if err := s.sub.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
 		return err
@@ -142,7 +143,9 @@ func collides(a, b []string) bool {
 	return false
 }
 
-// streams lists the streams, at most streamListAge old.
+// streams lists the streams, at most streamListAge old. It holds s.mu
+// while it lists, on purpose: lookups arriving meanwhile wait for that one
+// listing instead of making their own.
 func (s *StreamNames) streams(ctx context.Context) ([]Stream, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

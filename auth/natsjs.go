@@ -30,14 +30,16 @@ type Stream struct {
 	// (the topic and its keyed subjects); "" when it holds several.
 	Topic string
 	// Groups are the groups found on the stream: the hub's on a shared
-	// stream; on a topic's own stream every consumer with acks (not the
-	// hub's ordered consumers of live sessions and replays).
+	// stream; on a topic's own stream every pull consumer with acks (not
+	// the hub's ordered consumers of live sessions and replays).
 	Groups []GroupConsumer
 	// Subjects are the stream's subjects.
 	Subjects []string
 }
 
-// GroupConsumer is the durable consumer of a hub group.
+// GroupConsumer is the consumer of a group: one the hub made, or, on a
+// topic's own stream, a pull consumer with acks made outside it (its name
+// is then its group's).
 type GroupConsumer struct{ Consumer, Topic, Group string }
 
 // JetStream API subjects (nats-server's jetstream_api.go).
@@ -66,8 +68,8 @@ func (g *jsGrants) add(subjects ...string) {
 	}
 }
 
-// consumer grants the use of one consumer: its info (binding to it), pulling (MSG.NEXT) and acking.
-// Never creating, updating or deleting one: a consumer's configuration is
+// consumer grants the use of one consumer: its info (binding to it),
+// pulling (MSG.NEXT) and acking. Never creating, updating or deleting one: a consumer's configuration is
 // the client's to choose (a push consumer delivers to any subject it names,
 // into other topics' streams or inboxes, and outlives the token that made
 // it), and deleting a hub group destroys its cursor. Groups are created
@@ -90,8 +92,8 @@ func (g *jsGrants) consumer(stream, name string) {
 //   - on the hub's own stream of a topic it may subscribe to (any group):
 //     the stream's info, direct gets ("$JS.API.DIRECT.GET.<stream>[.<subject>]"),
 //     message get, the list of its consumers, and the groups on it when
-//     the client connects (info, pull, ack): every consumer with acks, the
-//     hub's and those made outside it, not the hub's ordered consumers of
+//     the client connects (info, pull, ack): every pull consumer with acks,
+//     the hub's and those made outside it, not the hub's ordered consumers of
 //     live sessions and replays, whose events the client would take;
 //   - on such a stream with group-restricted rules: the consumers of the
 //     allowed groups only (info, pull, ack);
@@ -110,10 +112,10 @@ func jetStreamGrants(ctx context.Context, dir Directory, p *acl.CompiledPolicy, 
 	var filters []string
 	read := map[string]bool{} // filters of subscribe rules: their groups are listed
 	for i, e := range append(slices.Clone(pub), sub...) {
-		s, _, _ := strings.Cut(e, " ")
-		if s == ">" || s == "*" || strings.HasPrefix(s, "*.") {
+		if leadingWildcard(e) {
 			return nil, false, nil
 		}
+		s, _, _ := strings.Cut(e, " ")
 		if !slices.Contains(filters, s) {
 			filters = append(filters, s)
 		}

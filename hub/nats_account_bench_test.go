@@ -33,8 +33,9 @@ func BenchmarkNativeScoped(b *testing.B) {
 	}
 	b.Cleanup(func() { _ = h.Shutdown(context.Background()) })
 	ctx := b.Context()
-	// One group per consume round: a stopped nats.go consumer leaves its
-	// pull waiting on the server until it expires (see the README).
+	// One group per consume round: a nats.go consumer stopped while events
+	// arrive can leave its pull taking them until it expires (see the
+	// README).
 	const rounds = 4
 	type path struct {
 		name, topic string

@@ -82,12 +82,12 @@ func (b *Bus) SetCursor(ctx context.Context, topic, group string, c facade.Curso
 	name := consumerNameFor(group, topic, ti.shared)
 	// A reset request for a consumer that does not exist goes unanswered
 	// until it times out, so look first.
-	_, err = ti.stream.Consumer(ctx, name)
+	cons, err := ti.stream.Consumer(ctx, name)
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
 		_, _, err = b.createGroup(ctx, ti, name, group, facade.SubscribeOptions{}.WithDefaults(), next)
 	case err == nil:
-		err = resetGroup(ctx, ti.stream, name, next)
+		err = resetGroup(ctx, ti.stream, cons.CachedInfo(), next)
 	}
 	if err != nil {
 		return fmt.Errorf("set cursor of %s/%s to %d: %w", topic, group, next, translate(err))
@@ -95,21 +95,29 @@ func (b *Bus) SetCursor(ctx context.Context, topic, group string, c facade.Curso
 	return nil
 }
 
-// resetGroup moves consumer name to start at stream sequence next, and
-// checks the consumer's answer. nats-server (2.15) sometimes answers a reset
-// with the consumer where it was, its ack floor and delivered sequences
-// unchanged though its pending count is recomputed; seen about once in 300
-// resets to the first event made right after the group's member stopped,
-// and the position then stays wrong. A second reset has always taken, so
-// the reset is made again, a few times.
-func resetGroup(ctx context.Context, s jetstream.Stream, name string, next uint64) error {
+// resetGroup moves the consumer before (its info before the move) to start
+// at stream sequence next, and checks the consumer's answer. nats-server
+// (2.15) sometimes answers a reset with the consumer exactly where it was,
+// its ack floor and delivered sequences unchanged though its pending count
+// is recomputed; seen about once in 300 resets to the first event made
+// right after the group's member stopped, and the position then stays
+// wrong. A second reset has always taken, so an answer unchanged from
+// before (and not already the position asked for) is reset again, a few
+// times.
+func resetGroup(ctx context.Context, s jetstream.Stream, before *jetstream.ConsumerInfo, next uint64) error {
+	at := func(ci *jetstream.ConsumerInfo) bool {
+		return ci.AckFloor.Stream == next-1 && ci.AckFloor.Consumer == 0
+	}
 	for attempt := 1; ; attempt++ {
-		r, err := s.ResetConsumerToSequence(ctx, name, next)
+		r, err := s.ResetConsumerToSequence(ctx, before.Name, next)
 		if err != nil {
 			return err
 		}
 		ci := r.ConsumerInfo
-		if ci == nil || (ci.AckFloor.Stream == next-1 && ci.AckFloor.Consumer == 0) {
+		unmoved := ci != nil && !at(ci) &&
+			ci.AckFloor.Stream == before.AckFloor.Stream && ci.AckFloor.Consumer == before.AckFloor.Consumer &&
+			ci.Delivered.Stream == before.Delivered.Stream && ci.Delivered.Consumer == before.Delivered.Consumer
+		if !unmoved {
 			return nil
 		}
 		if attempt == 5 {
