@@ -51,11 +51,7 @@ func TestNativeRepliesStayInTheClientsAccount(t *testing.T) {
 	}
 	own, billing := streamOf(t, h, "orders.new"), streamOf(t, h, "billing.paid")
 
-	admin, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mintAs(t, "ops", "admin")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := connectNative(t, h, mintAs(t, "ops", "admin")).nc
 	watch, err := admin.SubscribeSync("billing.>")
 	if err != nil {
 		t.Fatal(err)
@@ -64,12 +60,7 @@ func TestNativeRepliesStayInTheClientsAccount(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	nc, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mintAs(t, "app", "publish:orders.new", "subscribe:orders.new")),
-		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	c := connectNative(t, h, mintAs(t, "app", "publish:orders.new", "subscribe:orders.new"))
 	attempts := []*nats.Msg{
 		{Subject: "orders.new", Reply: "billing.paid", Data: []byte(`{"n":1}`)},
 		{Subject: "orders.new", Reply: "$JS.API.STREAM.DELETE." + billing, Data: []byte(`{"n":2}`)},
@@ -78,14 +69,13 @@ func TestNativeRepliesStayInTheClientsAccount(t *testing.T) {
 		{Subject: "$JS.API.DIRECT.GET." + own + ".orders.new", Reply: "$JS.API.STREAM.PURGE." + billing},
 	}
 	for _, m := range attempts {
-		if err := nc.PublishMsg(m); err != nil {
+		if err := c.nc.PublishMsg(m); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The client's own acknowledged publish comes back after the attempts'
 	// answers were sent.
-	js, _ := njs.New(nc)
-	if _, err := js.Publish(ctx, "orders.new", []byte(`{"n":3}`)); err != nil {
+	if _, err := c.js.Publish(ctx, "orders.new", []byte(`{"n":3}`)); err != nil {
 		t.Fatalf("js.Publish: %v", err)
 	}
 	quiet(t, watch, "another topic")
@@ -121,11 +111,7 @@ func TestNativeInboxesArePrivate(t *testing.T) {
 		if who == "sniffer" {
 			s = []string{"subscribe:orders.other"}
 		}
-		nc, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mintAs(t, who, s...)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
+		nc := connectNative(t, h, mintAs(t, who, s...)).nc
 		in, err := nc.SubscribeSync("_INBOX.>")
 		if err != nil {
 			t.Fatal(err)
@@ -136,12 +122,7 @@ func TestNativeInboxesArePrivate(t *testing.T) {
 		sniffers = append(sniffers, in)
 	}
 
-	nc, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mintAs(t, "app", scopes...)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := njs.New(nc)
+	js := connectNative(t, h, mintAs(t, "app", scopes...)).js
 	if _, err := js.Publish(ctx, topic, []byte(`{"n":9}`)); err != nil {
 		t.Fatalf("js.Publish: %v", err)
 	}
@@ -161,13 +142,7 @@ func TestNativeInboxesArePrivate(t *testing.T) {
 		t.Fatalf("pulled %v, want 4 events", got)
 	}
 	// An admin's replies stay private too.
-	admin, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mintAs(t, "ops", "admin")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	ajs, _ := njs.New(admin)
-	if _, err := ajs.AccountInfo(ctx); err != nil {
+	if _, err := connectNative(t, h, mintAs(t, "ops", "admin")).js.AccountInfo(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for i, in := range sniffers {
@@ -184,24 +159,15 @@ func TestNativeAccountGrowsWithTopics(t *testing.T) {
 	srv := h.Bus.Server()
 	publishN(t, h, "orders.a", 0, 1)
 	tok := mintAs(t, "reader", "subscribe:orders.*")
-	first, err := nats.Connect(srv.ClientURL(), nats.Token(tok))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer first.Close()
+	first := connectNative(t, h, tok)
 	publishN(t, h, "orders.b", 0, 1)
-	second, err := nats.Connect(srv.ClientURL(), nats.Token(tok))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer second.Close()
+	second := connectNative(t, h, tok)
 	cz, err := srv.Connz(&server.ConnzOptions{Username: true, User: "reader"})
 	if err != nil || len(cz.Conns) != 2 || cz.Conns[0].Account != cz.Conns[1].Account {
 		t.Fatalf("the principal's connections: %v %+v", err, cz)
 	}
-	for i, nc := range []*nats.Conn{first, second} {
-		js, _ := njs.New(nc)
-		s, err := js.Stream(ctx, streamOf(t, h, "orders.a"))
+	for i, c := range []*nativeClient{first, second} {
+		s, err := c.js.Stream(ctx, streamOf(t, h, "orders.a"))
 		if err != nil {
 			t.Fatalf("connection %d: %v", i, err)
 		}
@@ -209,8 +175,7 @@ func TestNativeAccountGrowsWithTopics(t *testing.T) {
 			t.Fatalf("connection %d, orders.a: %v", i, err)
 		}
 	}
-	js, _ := njs.New(second)
-	s, err := js.Stream(ctx, streamOf(t, h, "orders.b"))
+	s, err := second.js.Stream(ctx, streamOf(t, h, "orders.b"))
 	if err != nil {
 		t.Fatalf("the newer topic's stream: %v", err)
 	}
@@ -227,12 +192,7 @@ func TestNativeRequestsLeaveNothingBehind(t *testing.T) {
 	h := startHub(t, hub.Config{Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}})
 	ctx := t.Context()
 	publishN(t, h, "orders.new", 0, 1)
-	nc, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mintAs(t, "reader", "subscribe:orders.new")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := njs.New(nc)
+	js := connectNative(t, h, mintAs(t, "reader", "subscribe:orders.new")).js
 	s, err := js.Stream(ctx, streamOf(t, h, "orders.new"))
 	if err != nil {
 		t.Fatal(err)
@@ -366,18 +326,12 @@ func TestNativeStreamLookupListsOwnTopics(t *testing.T) {
 	}
 
 	// The lookups are the hub's to answer: an admin may not listen in.
-	errs := make(chan error, 10)
-	admin, err := nats.Connect(h.Bus.Server().ClientURL(), nats.Token(mintAs(t, "ops", "admin")),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
-	if err != nil {
+	admin := connectNative(t, h, mintAs(t, "ops", "admin"))
+	if _, err := admin.nc.SubscribeSync("_EHAPI.>"); err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close()
-	if _, err := admin.SubscribeSync("_EHAPI.>"); err != nil {
-		t.Fatal(err)
-	}
-	admin.Flush()
-	waitErr(t, errs, "Subscription to \"_EHAPI.>\"")
+	admin.nc.Flush()
+	waitErr(t, admin.errs, "Subscription to \"_EHAPI.>\"")
 }
 
 // TestHubShutdownTwice: a second Shutdown, after the stream lookups'
