@@ -83,7 +83,8 @@ func opsOrigin(base string) (string, error) {
 
 // Site serves the embedded files: "/" (the dashboard), "/console" (the
 // operator console on the admin API), "/console.js", "/client.js",
-// "/client.d.ts", "/dashboard.js", "/style.css" and "/favicon.svg", for GET
+// "/client.d.ts", "/dashboard.js", "/sameorigin.js", "/style.css" and
+// "/favicon.svg", for GET
 // and HEAD. Every answer carries the Content-Security-Policy of
 // [Site.ContentSecurityPolicy], "X-Content-Type-Options: nosniff" and
 // "Referrer-Policy: no-referrer"; files carry a strong ETag and

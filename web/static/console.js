@@ -6,25 +6,13 @@
 // name="eventhub-ops-base"> (set by package web), overridden by ?ops=/prefix
 // (same-origin paths only, so that a link cannot send the token elsewhere).
 
+import { sameOriginPath } from "./sameorigin.js";
+
 const TOKEN_KEY = "eventhub.adminToken";
 const EVERY_MS = 2000;
 const WINDOW_MS = 5 * 60 * 1000;
 
 const $ = (id) => document.getElementById(id);
-
-function sameOriginPath(v) {
-  if (typeof v !== "string" || !v.startsWith("/")) return null;
-  // A path of this origin only, as the browser resolves it: URL parsing
-  // drops tabs and newlines, so "/\t/evil.example" is "//evil.example".
-  if (/[\u0000-\u001f\\]/.test(v)) return null;
-  let u;
-  try {
-    u = new URL(v, location.href);
-  } catch {
-    return null;
-  }
-  return u.origin === location.origin ? v : null;
-}
 
 const opsBase = (() => {
   const el = document.querySelector('meta[name="eventhub-ops-base"]');

@@ -7,6 +7,7 @@
 // link cannot send the token elsewhere).
 
 import { EventHubClient } from "./client.js";
+import { sameOriginPath } from "./sameorigin.js";
 
 const TOKEN_KEY = "eventhub.token";
 const TOPICS_EVERY_MS = 2000;
@@ -15,20 +16,6 @@ const PROCESS_TOPIC = "process.state";
 const $ = (id) => document.getElementById(id);
 
 // ---- configuration -----------------------------------------------------------
-
-function sameOriginPath(v) {
-  if (typeof v !== "string" || !v.startsWith("/")) return null;
-  // A path of this origin only, as the browser resolves it: URL parsing
-  // drops tabs and newlines, so "/\t/evil.example" is "//evil.example".
-  if (/[\u0000-\u001f\\]/.test(v)) return null;
-  let u;
-  try {
-    u = new URL(v, location.href);
-  } catch {
-    return null;
-  }
-  return u.origin === location.origin ? v : null;
-}
 
 function readConfig() {
   const meta = (name) => {
