@@ -203,25 +203,25 @@ func (n *NATS) authorize(ctx context.Context, token string, ownAccount bool) (id
 	if d := n.dir.Load(); d != nil {
 		dir = d.Directory
 	}
-	// An account is a principal's: tokens without a subject would share
-	// one (and their inboxes) with every other such token of the policy.
-	if ownAccount && !id.Static && id.Subject == "" {
-		return nil, nil, nil, "no_subject"
-	}
 	var account string
 	if ownAccount {
+		// An account is a principal's: tokens without a subject would share
+		// one (and their inboxes) with every other such token of the policy.
+		if !id.Static && id.Subject == "" {
+			return nil, nil, nil, "no_subject"
+		}
 		principal := "jwt:" + id.Subject
 		if id.Static {
 			principal = "static:" + id.Subject
 		}
 		account = accountName(principal, pub, sub)
-	}
-	if ownAccount && (slices.ContainsFunc(pub, leadingWildcard) || slices.ContainsFunc(sub, leadingWildcard)) {
-		firsts, err := firstTokens(ctx, dir)
-		if err != nil {
-			n.log.Warn("native NATS client gets no wildcard topics: streams could not be listed", "err", err, "subject", id.Subject)
+		if slices.ContainsFunc(pub, leadingWildcard) || slices.ContainsFunc(sub, leadingWildcard) {
+			firsts, err := firstTokens(ctx, dir)
+			if err != nil {
+				n.log.Warn("native NATS client gets no wildcard topics: streams could not be listed", "err", err, "subject", id.Subject)
+			}
+			pub, sub = expandLeading(pub, firsts), expandLeading(sub, firsts)
 		}
-		pub, sub = expandLeading(pub, firsts), expandLeading(sub, firsts)
 	}
 	subAllow, subDeny, ok := subscribePermissions(sub)
 	if !ok {

@@ -243,7 +243,7 @@ func (a *principalAccounts) account(plan importPlan) (*server.Account, error) {
 	}
 	key := name
 	var older []string // the topics of the generation a new one replaces
-	if pa != nil && (overlaps(pa.services, services) || overlaps(pa.streams, streams)) {
+	if pa != nil && (collides(pa.services, services) || collides(pa.streams, streams)) {
 		older = pa.topics
 		pa, services, streams = nil, plan.services, plan.streams
 		a.generation++
@@ -327,19 +327,6 @@ func without(want, held []string) []string {
 		}
 	}
 	return out
-}
-
-// overlaps reports whether a subject of added collides with one of held
-// (literal subjects of each are distinct: missing left out the equal ones).
-func overlaps(held, added []string) bool {
-	for _, a := range added {
-		for _, h := range held {
-			if (strings.ContainsAny(a, "*>") || strings.ContainsAny(h, "*>")) && server.SubjectsCollide(a, h) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // export has the hub account export what an account imports. Every

@@ -197,13 +197,7 @@ func TestManualAckExtendCursor(t *testing.T) {
 // The client reconnects after the gateway goes away and subscribes again.
 func TestReconnectResubscribes(t *testing.T) {
 	bus := newBus(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	url, stop := serveGateway(t, bus, gateway.Config{}, ln)
-	c := dialClient(t, url, Config{ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond})
+	c, gw := reconnectingClient(t, bus)
 	ctx := context.Background()
 	got := make(chan string, 10)
 	if _, err := c.Subscribe(ctx, "re.t", "g", func(_ context.Context, dl facade.Delivery) error {
@@ -213,12 +207,8 @@ func TestReconnectResubscribes(t *testing.T) {
 	}, facade.SubscribeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	stop() // the gateway shuts down: 1001 going away
-	ln2, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("relisten: %v", err)
-	}
-	serveGateway(t, bus, gateway.Config{}, ln2)
+	gw.stop() // the gateway shuts down: 1001 going away
+	gw.restart()
 	// Calls wait for the new connection; the subscription is back.
 	testutil.CheckFor(t, 10*time.Second, func() error {
 		_, err := c.Publish(ctx, "re.t", json.RawMessage(`"after"`), facade.PublishOptions{})

@@ -59,6 +59,39 @@ func serveGateway(t testing.TB, bus facade.Bus, cfg gateway.Config, ln net.Liste
 	return "ws://" + ln.Addr().String(), stop
 }
 
+// restartable is a gateway over a bus on a loopback port, which it can
+// serve again after stop (a gateway restart, for reconnect tests).
+type restartable struct {
+	t    testing.TB
+	bus  facade.Bus
+	addr string
+	stop func()
+}
+
+// reconnectingClient serves a restartable gateway over bus and dials a
+// client to it that reconnects within 100 ms.
+func reconnectingClient(t testing.TB, bus facade.Bus) (*Client, *restartable) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &restartable{t: t, bus: bus, addr: ln.Addr().String()}
+	var url string
+	url, g.stop = serveGateway(t, bus, gateway.Config{}, ln)
+	return dialClient(t, url, Config{ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond}), g
+}
+
+// restart serves the gateway again on its port, after stop.
+func (g *restartable) restart() {
+	g.t.Helper()
+	ln, err := net.Listen("tcp", g.addr)
+	if err != nil {
+		g.t.Fatalf("relisten: %v", err)
+	}
+	_, g.stop = serveGateway(g.t, g.bus, gateway.Config{}, ln)
+}
+
 func dialClient(t testing.TB, url string, cfg Config) *Client {
 	t.Helper()
 	c, err := Dial(context.Background(), url, cfg)

@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/eventhub/eventhub/facade"
-	"github.com/eventhub/eventhub/gateway"
 	"github.com/eventhub/eventhub/internal/testutil"
 )
 
@@ -30,13 +28,7 @@ func TestFollowAfterNowReconnectBeforeTheFirstEvent(t *testing.T) {
 	for i := range 5 {
 		pub(i) // history, before Follow
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	url, stop := serveGateway(t, bus, gateway.Config{}, ln)
-	c := dialClient(t, url, Config{ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond})
+	c, gw := reconnectingClient(t, bus)
 	var mu sync.Mutex
 	var got []*facade.EventRecord
 	if _, err := c.Follow(ctx, "fnow.t", facade.AfterNow, func(e *facade.EventRecord) {
@@ -46,13 +38,9 @@ func TestFollowAfterNowReconnectBeforeTheFirstEvent(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	stop()
+	gw.stop()
 	want := pub(100)
-	ln2, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveGateway(t, bus, gateway.Config{}, ln2)
+	gw.restart()
 	// A second event after the reconnect: once it has arrived, everything
 	// the follow was going to get before it has arrived too (in order).
 	var marker *facade.EventRecord

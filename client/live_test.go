@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/eventhub/eventhub/facade"
-	"github.com/eventhub/eventhub/gateway"
 	"github.com/eventhub/eventhub/internal/testutil"
 )
 
@@ -19,13 +17,7 @@ import (
 // what was published meanwhile arrives once, in order, then live events.
 func TestFollowRecoversAcrossAGatewayRestart(t *testing.T) {
 	bus := newBus(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	url, stop := serveGateway(t, bus, gateway.Config{}, ln)
-	c := dialClient(t, url, Config{ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond})
+	c, gw := reconnectingClient(t, bus)
 	ctx := context.Background()
 	var mu sync.Mutex
 	var got []*facade.EventRecord
@@ -56,15 +48,11 @@ func TestFollowRecoversAcrossAGatewayRestart(t *testing.T) {
 		})
 	}
 	waitFor(1)
-	stop() // the gateway goes away; events go on being stored
+	gw.stop() // the gateway goes away; events go on being stored
 	for i := 1; i <= 5; i++ {
 		want = append(want, publishRaw(i))
 	}
-	ln2, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("relisten: %v", err)
-	}
-	serveGateway(t, bus, gateway.Config{}, ln2)
+	gw.restart()
 	waitFor(6)
 	want = append(want, publishRaw(6))
 	waitFor(7)
