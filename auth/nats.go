@@ -216,10 +216,16 @@ func (n *NATS) authorize(ctx context.Context, token string, ownAccount bool) (id
 		}
 		account = accountName(principal, pub, sub)
 		if slices.ContainsFunc(pub, leadingWildcard) || slices.ContainsFunc(sub, leadingWildcard) {
-			firsts, err := firstTokens(ctx, dir)
-			if err != nil {
-				n.log.Warn("native NATS client gets no wildcard topics: streams could not be listed", "err", err, "subject", id.Subject)
+			var all []Stream
+			if dir != nil {
+				var err error
+				if all, err = dir.TopicStreams(ctx, ">", true); err != nil {
+					n.log.Warn("native NATS client gets no wildcard topics: streams could not be listed", "err", err, "subject", id.Subject)
+				} else {
+					dir = listed{dir, all}
+				}
 			}
+			firsts := firstTokens(all)
 			pub, sub = expandLeading(pub, firsts), expandLeading(sub, firsts)
 		}
 	}

@@ -175,17 +175,10 @@ func expandLeading(entries, firsts []string) []string {
 	return out
 }
 
-// firstTokens lists the first subject tokens of the hub's topics: of every
-// stream's subjects, those that are not wildcards and are not system
-// subjects (no topic begins with "$" or "_").
-func firstTokens(ctx context.Context, dir Directory) ([]string, error) {
-	if dir == nil {
-		return nil, nil
-	}
-	streams, err := dir.TopicStreams(ctx, ">", false)
-	if err != nil {
-		return nil, err
-	}
+// firstTokens lists the first subject tokens of the hub's topics: of the
+// subjects of streams (every stream), those that are not wildcards and are
+// not system subjects (no topic begins with "$" or "_").
+func firstTokens(streams []Stream) []string {
 	var out []string
 	for _, st := range streams {
 		for _, subj := range st.Subjects {
@@ -197,6 +190,24 @@ func firstTokens(ctx context.Context, dir Directory) ([]string, error) {
 		}
 	}
 	slices.Sort(out)
+	return out
+}
+
+// listed is a Directory whose streams were listed once, every stream with
+// its groups: a policy whose rules begin with a wildcard reaches them all,
+// and its expanded rules look them up by subject from that one listing.
+type listed struct {
+	Directory
+	streams []Stream
+}
+
+func (l listed) TopicStreams(_ context.Context, filter string, _ bool) ([]Stream, error) {
+	var out []Stream
+	for _, s := range l.streams {
+		if collides(s.Subjects, []string{filter}) {
+			out = append(out, s)
+		}
+	}
 	return out, nil
 }
 
