@@ -9,5 +9,6 @@ RUN CGO_ENABLED=0 go build -trimpath -o /out/eventhub ./cmd/eventhub
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/eventhub /eventhub
+USER 65532:65532
 ENTRYPOINT ["/eventhub"]
 CMD ["serve"]

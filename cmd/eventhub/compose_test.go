@@ -37,8 +37,8 @@ import (
 // published through one hub and consumed through another. Only what
 // Docker would provide is replaced: volume paths become temporary
 // directories, service host names become 127.0.0.1, and ports become free
-// loopback ports. scripts/compose-smoke.sh runs the real thing where a
-// Docker engine exists.
+// loopback ports. deploy/compose_test.go runs the real thing on a Docker
+// engine.
 
 type composeFile struct {
 	Services map[string]composeService `yaml:"services"`
@@ -630,26 +630,5 @@ func checkNativeClients(t *testing.T, nodes map[string]*natsNode, h *hubProc, to
 			return nil
 		})
 		adm.close()
-	}
-}
-
-// TestComposeOnDocker runs both compose files for real (scripts/
-// compose-smoke.sh) where a Docker engine answers; elsewhere it says why it
-// cannot.
-func TestComposeOnDocker(t *testing.T) {
-	if out, err := exec.Command("docker", "info").CombinedOutput(); err != nil {
-		why := strings.TrimSpace(string(out))
-		if i := strings.LastIndexByte(why, '\n'); i >= 0 {
-			why = why[i+1:]
-		}
-		t.Skipf("scripts/compose-smoke.sh not run: no Docker engine answers here (docker info: %v %s); "+
-			"TestDockerComposeWithoutDocker and TestClusterComposeWithoutDocker run the compose files' contents without one", err, why)
-	}
-	for _, f := range []string{"docker-compose.yml", "deploy/compose.cluster.yml"} {
-		cmd := exec.Command("bash", "scripts/compose-smoke.sh", f)
-		cmd.Dir = "../.."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("%s: %v\n%s", f, err, out)
-		}
 	}
 }
