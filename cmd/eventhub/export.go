@@ -34,7 +34,7 @@ func export(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs.StringVar(&to, "to", "", "last position: earliest, latest, or inclusive for seq and id, exclusive for ts (default: latest, the last event now)")
 	fs.IntVar(&limit, "limit", 0, "at most this many events (0: no limit)")
 	fs.StringVar(&key, "key", "", "only the events with this key (read through the key's subject: no scan)")
-	fs.StringVar(&corr, "correlation-id", "", "only the events whose header correlationId is this (scans the range)")
+	fs.StringVar(&corr, "correlation-id", "", "only the events whose header correlationId (the name in any case) is this (scans the range)")
 	fs.StringVar(&tag, "tag", "", "only the events with this tag (scans the range)")
 	fs.StringVar(&out, "out", "-", "output file, or - for stdout")
 	if err := f.parse(args); err != nil {
