@@ -194,7 +194,7 @@ func serveFlags(file *hub.File, getenv func(string) string, out io.Writer) (*fla
 	f.list(&srv.AllowedHosts, "allowed-hosts", "EVENTHUB_ALLOWED_HOSTS", "comma-separated host names served without auth besides loopback and localhost (DNS-rebinding guard)")
 	f.list(&file.Gateway.AllowedOrigins, "allowed-origins", "WS_ALLOWED_ORIGINS", "comma-separated origins allowed besides the gateway's own (\"*\" for any)")
 	f.bool(&file.Projector.Enabled, "projector", "EVENTHUB_PROJECTOR", file.Projector.Enabled, "run the heartbeat.received → process.state projector")
-	f.bool(&file.Projector.Demo, "demo", "EVENTHUB_DEMO", file.Projector.Demo, "run the projector and publish sample heartbeats (a live process.state to watch)")
+	f.bool(&file.Projector.Demo, "demo", "EVENTHUB_DEMO", file.Projector.Demo, "run the projector and publish sample heartbeats, kept 3 days (a live, compacted process.state to watch)")
 	f.urls(&file.Outbox.DB, "outbox-db", "OUTBOX_DB_URL", file.Outbox.DB, "run an outbox drainer on this database (postgres://… or a SQLite file)")
 	a := &file.Auth
 	f.secret(&a.Token, "ws-token", "WS_TOKEN", a.Token, "static token (at least 16 characters) that grants everything, for WS, HTTP and native NATS clients")
