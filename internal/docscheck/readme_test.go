@@ -154,3 +154,21 @@ func TestREADMEFlagTableStatesTokenMinimum(t *testing.T) {
 	}
 	t.Fatal("the README has no -ws-token row")
 }
+
+// TestReferenceDifferencesLinked: the page of differences from the
+// reference TypeScript implementation is linked from the protocol and ops
+// pages, where a reader who knows the reference starts.
+func TestReferenceDifferencesLinked(t *testing.T) {
+	if _, err := os.Stat("../../docs/reference-differences.md"); err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range []string{"protocol.md", "ops.md", "operations.md"} {
+		b, err := os.ReadFile(filepath.Join("../../docs", page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "(reference-differences.md)") {
+			t.Errorf("docs/%s does not link reference-differences.md", page)
+		}
+	}
+}
