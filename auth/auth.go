@@ -97,13 +97,16 @@ type Authenticator struct {
 	nativeScoped bool
 }
 
+// MinStaticTokenLen is the shortest static token (Config.Token) New accepts.
+const MinStaticTokenLen = 16
+
 // New builds an Authenticator; with a JWKS URL it fetches the keys first and
 // keeps refreshing them until Close, under ctx.
 func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 	a := &Authenticator{staticPolicy: acl.AllowAll(), staticAll: true, nativeScoped: cfg.NativeScoped}
 	if cfg.Token != "" {
-		if len(cfg.Token) < 16 {
-			return nil, fmt.Errorf("auth: the static token must be at least 16 characters")
+		if len(cfg.Token) < MinStaticTokenLen {
+			return nil, fmt.Errorf("auth: the static token must be at least %d characters", MinStaticTokenLen)
 		}
 		a.static = token.Of(cfg.Token)
 		a.hasStatic = true

@@ -476,15 +476,15 @@ func (f File) Redacted() File {
 			*s = redacted
 		}
 	}
-	f.NATS.URL = redactURLs(f.NATS.URL)
-	f.Outbox.DB = redactURLs(f.Outbox.DB)
+	f.NATS.URL = RedactURLs(f.NATS.URL)
+	f.Outbox.DB = RedactURLs(f.Outbox.DB)
 	return f
 }
 
-// redactURLs replaces the passwords of comma-separated URLs, in the user
+// RedactURLs replaces the passwords of comma-separated URLs, in the user
 // info or in a password query parameter. Anything that is not a URL with a
 // password (a file path) is kept.
-func redactURLs(s string) string {
+func RedactURLs(s string) string {
 	if !strings.Contains(s, "://") {
 		return s
 	}

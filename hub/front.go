@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/eventhub/eventhub/compaction"
 	"github.com/eventhub/eventhub/examples/projector"
@@ -14,16 +15,23 @@ import (
 	"github.com/eventhub/eventhub/web"
 )
 
-// withDerivedTopics adds the topic settings the configured components need:
-// compacted snapshot topics for the compactors, and a compacted
-// process.state for the projector. Explicit settings for those patterns win.
+// DemoHeartbeatRetention is how long the demo (-demo) keeps its sample
+// heartbeats, unless the topics' settings say otherwise.
+const DemoHeartbeatRetention = 3 * 24 * time.Hour
+
+// withDerivedTopics adds the topic settings the configured components need,
+// as topics entries of the configuration file would: compacted snapshot
+// topics for the compactors, a compacted process.state for the projector,
+// and for the demo heartbeats kept DemoHeartbeatRetention. Explicit
+// settings for those topics win (the first matching entry does).
 func (c Config) withDerivedTopics() Config {
-	need := func(pattern string) {
-		if slices.ContainsFunc(c.Bus.Topics, func(t jetstream.TopicConfig) bool { return t.Pattern == pattern }) {
+	add := func(tc jetstream.TopicConfig) {
+		if slices.ContainsFunc(c.Bus.Topics, func(t jetstream.TopicConfig) bool { return t.Pattern == tc.Pattern }) {
 			return
 		}
-		c.Bus.Topics = append(slices.Clone(c.Bus.Topics), jetstream.TopicConfig{Pattern: pattern, Compaction: true})
+		c.Bus.Topics = append(slices.Clone(c.Bus.Topics), tc)
 	}
+	need := func(pattern string) { add(jetstream.TopicConfig{Pattern: pattern, Compaction: true}) }
 	for _, cc := range c.Compactors {
 		snap := cc.Snapshot
 		if snap == "" {
@@ -33,6 +41,9 @@ func (c Config) withDerivedTopics() Config {
 	}
 	if c.Projector || c.Demo {
 		need(cmp.Or(c.ProjectorConfig.States, projector.DefaultStates))
+	}
+	if c.Demo {
+		add(jetstream.TopicConfig{Pattern: cmp.Or(c.ProjectorConfig.Heartbeats, projector.DefaultHeartbeats), MaxAge: DemoHeartbeatRetention})
 	}
 	return c
 }

@@ -176,6 +176,36 @@ func TestDemoFillsProcessState(t *testing.T) {
 	}
 }
 
+// TestDemoTopicsRetention: -demo keeps its heartbeats three days and
+// process.state compacted, through the topics' settings, which a
+// configuration file's topics entry overrides.
+func TestDemoTopicsRetention(t *testing.T) {
+	check := func(t *testing.T, h *hub.Hub, heartbeatAge time.Duration) {
+		t.Helper()
+		hb, err := h.Bus.DescribeStream(t.Context(), "heartbeat.received")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hb.MaxAge != heartbeatAge || hb.Compaction {
+			t.Errorf("heartbeat.received: max age %v, compaction %v; want %v, no compaction", hb.MaxAge, hb.Compaction, heartbeatAge)
+		}
+		ps, err := h.Bus.DescribeStream(t.Context(), "process.state")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ps.Compaction || ps.MaxAge != 0 {
+			t.Errorf("process.state: compaction %v, max age %v; want compacted, kept", ps.Compaction, ps.MaxAge)
+		}
+	}
+	t.Run("demo", func(t *testing.T) {
+		check(t, startHub(t, hub.Config{Demo: true}), 72*time.Hour)
+	})
+	t.Run("configured", func(t *testing.T) {
+		h := startHub(t, hub.Config{Demo: true, Bus: jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "heartbeat.*", MaxAge: time.Hour}}}})
+		check(t, h, time.Hour)
+	})
+}
+
 // TestGatewayWildcardSubscriptionRights: a group subscription to a pattern
 // needs the subscribe right on every topic the pattern matches.
 func TestGatewayWildcardSubscriptionRights(t *testing.T) {

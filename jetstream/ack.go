@@ -57,15 +57,14 @@ func (s *subscription) copyToDeadLetters(d *delivery, reason string) {
 	h["dlq_reason"] = truncate(reason, 512)
 	ctx, cancel := context.WithTimeout(s.b.copying, s.b.cfg.RequestTimeout)
 	defer cancel()
-	_, err := s.b.Publish(ctx, facade.DeadLetterTopic(e.Topic), json.RawMessage(e.Payload), facade.PublishOptions{
-		ID:        deadLetterID(e.ID, s.group),
+	_, err := s.b.PublishDerived(ctx, facade.DeadLetterTopic(e.Topic), json.RawMessage(e.Payload), facade.PublishOptions{
 		Key:       e.Key,
 		Partition: e.Partition,
 		Headers:   h,
 		Tags:      e.Tags,
 		CausedBy:  []string{e.ID},
 		SID:       e.SID,
-	})
+	}, deadLetterKey(e.ID, s.group))
 	if err != nil {
 		s.b.log.Error("dead-letter publish failed; event handed back", "topic", e.Topic, "group", s.group, "id", e.ID, "err", err)
 		_ = d.msg.NakWithDelay(s.b.cfg.MaxRetryBackoff)
@@ -80,10 +79,11 @@ func (s *subscription) copyToDeadLetters(d *delivery, reason string) {
 	s.b.released.forget(d.key)
 }
 
-// deadLetterID derives the dead-letter event's id from the event and the
+// deadLetterKey derives the dead letter's Nats-Msg-Id from the event and the
 // group, so that a retried dead-letter publish is deduplicated and two groups
-// dead-lettering the same event get two records. It is a UUID version 8.
-func deadLetterID(id, group string) string { return hashid.V8(id, group) }
+// dead-lettering the same event get two records. The dead letter's id is a
+// fresh uuidv7 (a position in the dead-letter topic), not this key.
+func deadLetterKey(id, group string) string { return hashid.V8(id, group) }
 
 func truncate(s string, n int) string {
 	if len(s) <= n {

@@ -27,9 +27,28 @@ import (
 // included. A hub-made id on a single-replica stream travels in the hub's
 // own id header only: nothing can send it twice.
 func (b *Bus) Publish(ctx context.Context, topic string, payload json.RawMessage, opts facade.PublishOptions) (*facade.EventRecord, error) {
+	return b.publish(ctx, topic, payload, opts, "")
+}
+
+// PublishDerived publishes an event the hub derives from a stored one (a
+// dead letter, a redriven dead letter) and may publish again (a retry after
+// a failure, a second redrive). Its id is a fresh uuidv7 unless opts.ID is
+// set, so it is a position like every id the hub makes; dedupKey, derived
+// from the source, travels as Nats-Msg-Id, so a repeat within the stream's
+// duplicate window stores nothing new and is answered with the event as
+// first stored, its id included.
+func (b *Bus) PublishDerived(ctx context.Context, topic string, payload json.RawMessage, opts facade.PublishOptions, dedupKey string) (*facade.EventRecord, error) {
+	return b.publish(ctx, topic, payload, opts, dedupKey)
+}
+
+// publish is Publish, with dedupKey (when not empty) as Nats-Msg-Id.
+func (b *Bus) publish(ctx context.Context, topic string, payload json.RawMessage, opts facade.PublishOptions, dedupKey string) (*facade.EventRecord, error) {
 	e, msg, ti, err := b.prepare(ctx, topic, payload, &opts, true)
 	if err != nil {
 		return nil, err
+	}
+	if dedupKey != "" {
+		msg.Header[HeaderMsgID] = []string{dedupKey}
 	}
 	ack, err := b.publishMsg(ctx, ti, msg)
 	if err != nil {

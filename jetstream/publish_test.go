@@ -163,3 +163,32 @@ func TestIDLookupFindsEitherHeader(t *testing.T) {
 		t.Fatal("the Nats-Msg-Id of an event whose id is in Eventhub-Id was found as its id")
 	}
 }
+
+// TestPublishDerivedIsAPositionAndIdempotent: an event the hub derives (a
+// dead letter, a redriven dead letter) gets a uuidv7 id, a position, and
+// carries its derivation key as Nats-Msg-Id: publishing the same derivation
+// again stores nothing and answers with the event as first stored.
+func TestPublishDerivedIsAPositionAndIdempotent(t *testing.T) {
+	b, _ := newBus(t, jetstream.Config{})
+	const topic = "derived.t"
+	first, err := b.PublishDerived(t.Context(), topic, json.RawMessage(`{"n":1}`), facade.PublishOptions{}, "key-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := facade.IDTime(first.ID); !ok {
+		t.Fatalf("derived id %q is not a uuidv7", first.ID)
+	}
+	if h := storedHeaders(t, b, topic, first.Seq); h.Get(jetstream.HeaderID) != first.ID || h.Get(jetstream.HeaderMsgID) != "key-1" {
+		t.Fatalf("headers %v, want the id in %s and the key in %s", h, jetstream.HeaderID, jetstream.HeaderMsgID)
+	}
+	again, err := b.PublishDerived(t.Context(), topic, json.RawMessage(`{"n":1}`), facade.PublishOptions{}, "key-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.ID != first.ID || again.Seq != first.Seq {
+		t.Fatalf("repeat answered %s@%d, want the first %s@%d", again.ID, again.Seq, first.ID, first.Seq)
+	}
+	if n, err := b.TopicCount(t.Context(), topic); err != nil || n != 1 {
+		t.Fatalf("%d events stored (%v), want 1", n, err)
+	}
+}

@@ -222,10 +222,11 @@ func (h *Handler) adminDeadLetters(w http.ResponseWriter, r *http.Request, _ str
 	writeJSON(w, http.StatusOK, out)
 }
 
-// RedriveID is the id of the event a redrive of dead letter id publishes:
-// the same dead letter redriven twice (within the topic's duplicate
-// window) is stored once. It is a UUID version 8.
-func RedriveID(deadLetterID string) string {
+// RedriveKey is the Nats-Msg-Id of the event a redrive of dead letter
+// deadLetterID publishes: the same dead letter redriven twice (within the
+// topic's duplicate window) is stored once. The redriven event's id is a
+// fresh uuidv7, a position in the topic like every id the hub makes.
+func RedriveKey(deadLetterID string) string {
 	return hashid.V8("redrive", deadLetterID)
 }
 
@@ -274,7 +275,8 @@ type redrivenJSON struct {
 
 // adminRedrive publishes dead letters back to their original topic and
 // removes them from <topic>.dlq (?keep=true leaves them). Each redriven
-// event gets the id [RedriveID] of its dead letter, the original event's
+// event gets a fresh uuidv7 id, the Nats-Msg-Id [RedriveKey] of its dead
+// letter, the original event's
 // headers (without dlq_*), key, tags and sid, and caused_by the original
 // event's id: redriving the same dead letter again within the duplicate
 // window stores nothing new. Every group of the topic gets the event.
@@ -293,10 +295,10 @@ func (h *Handler) adminRedrive(w http.ResponseWriter, r *http.Request, _ string)
 		// could write a dlq_topic header naming a topic they may not
 		// publish to, and the redrive would publish there for them.
 		to := topic
-		rec, err := h.bus.Publish(ctx, to, e.Payload, facade.PublishOptions{
-			ID: RedriveID(e.ID), Key: e.Key, Partition: e.Partition, Headers: headers,
+		rec, err := h.bus.PublishDerived(ctx, to, e.Payload, facade.PublishOptions{
+			Key: e.Key, Partition: e.Partition, Headers: headers,
 			Tags: e.Tags, CausedBy: nonEmpty(orig), SID: e.SID,
-		})
+		}, RedriveKey(e.ID))
 		if err != nil {
 			return nil, fmt.Errorf("redrive dead letter %d to %s: %w", e.Seq, to, err)
 		}

@@ -372,7 +372,7 @@ func TestAdminDeadLetters(t *testing.T) {
 	var r1, r2 redrive
 	e.mustCall(t, "POST", fmt.Sprintf("/admin/deadletters/redrive?topic=adm.d&seq=%d&keep=true", d.Seq), &r1)
 	e.mustCall(t, "POST", fmt.Sprintf("/admin/deadletters/redrive?topic=adm.d&seq=%d&keep=true", d.Seq), &r2)
-	if r1.Redriven != 1 || len(r1.Events) != 1 || r1.Events[0].ID != ops.RedriveID(d.ID) || r2.Events[0].ID != r1.Events[0].ID {
+	if r1.Redriven != 1 || len(r1.Events) != 1 || !isV7(r1.Events[0].ID) || r2.Events[0].ID != r1.Events[0].ID {
 		t.Errorf("redrives: %+v %+v", r1, r2)
 	}
 	if n := count(); n != 6 {
@@ -561,5 +561,85 @@ func TestAdminRefused(t *testing.T) {
 	}
 	if r, err := forbidden.logs.find("admin call refused"); err != nil || !strings.Contains(fmt.Sprint(r), "reader") {
 		t.Errorf("no audit record of the refusal with its principal: %v %v", r, err)
+	}
+}
+
+// isV7 reports whether id is a uuidv7, a position afterId, SEEK and
+// from=id: take.
+func isV7(id string) bool {
+	_, ok := facade.IDTime(id)
+	return ok
+}
+
+// TestResumeAfterDeadLetterAndRedriveByID: the ids the hub makes for dead
+// letters and redriven events are positions: a consumer that stored the
+// last id it saw resumes after it (afterId, setCursor by id, from=id:),
+// while a caller's id that is not a uuidv7 is still refused clearly.
+func TestResumeAfterDeadLetterAndRedriveByID(t *testing.T) {
+	e := newEnv(t, jetstream.Config{}, ops.Config{})
+	deadLetters(t, e, "adm.pos", 2)
+	var list struct{ DeadLetters []deadLetter }
+	e.mustCall(t, "GET", "/admin/deadletters?topic=adm.pos", &list)
+	dl := list.DeadLetters
+	if len(dl) != 2 || !isV7(dl[0].ID) || !isV7(dl[1].ID) {
+		t.Fatalf("dead letters %+v: want two with uuidv7 ids", dl)
+	}
+
+	// first subscribes group to topic and returns the id of the first event
+	// it receives.
+	first := func(topic, group string, o facade.SubscribeOptions) string {
+		t.Helper()
+		got := make(chan string, 16)
+		sub, err := e.bus.Subscribe(t.Context(), topic, group, func(_ context.Context, d facade.Delivery) error {
+			got <- d.Event().ID
+			return nil
+		}, o)
+		if err != nil {
+			t.Fatalf("subscribe %s/%s: %v", topic, group, err)
+		}
+		defer sub.Stop(context.Background())
+		select {
+		case id := <-got:
+			return id
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s/%s received nothing", topic, group)
+			return ""
+		}
+	}
+	// After a dead letter, by id: the next dead letter.
+	if got := first("adm.pos.dlq", "reader", facade.SubscribeOptions{From: facade.FromAfterID, AfterID: dl[0].ID}); got != dl[1].ID {
+		t.Fatalf("afterId %s on the dead-letter topic gave %s, want %s", dl[0].ID, got, dl[1].ID)
+	}
+	if err := e.bus.SetCursor(t.Context(), "adm.pos.dlq", "reader", facade.CursorPosition{LastID: dl[0].ID}); err != nil {
+		t.Fatalf("setCursor to a dead letter's id: %v", err)
+	}
+	code, body, _ := e.get(t, "/replay?topic=adm.pos.dlq&from=id:"+dl[1].ID)
+	if evs := decodeNDJSON(t, body); code != 200 || len(evs) != 1 || evs[0].ID != dl[1].ID {
+		t.Fatalf("replay from=id:%s: %d %s", dl[1].ID, code, body)
+	}
+
+	// After a redriven event, by id: the event published after it.
+	var r struct{ Events []struct{ ID string } }
+	e.mustCall(t, "POST", fmt.Sprintf("/admin/deadletters/redrive?topic=adm.pos&seq=%d&keep=true", dl[0].Seq), &r)
+	if len(r.Events) != 1 || !isV7(r.Events[0].ID) {
+		t.Fatalf("redrive: %+v, want one event with a uuidv7 id", r)
+	}
+	next := publish(t, e.bus, "adm.pos", `{"after":"redrive"}`, "")
+	if got := first("adm.pos", "resumer", facade.SubscribeOptions{From: facade.FromAfterID, AfterID: r.Events[0].ID}); got != next.ID {
+		t.Fatalf("afterId %s (redriven) gave %s, want %s", r.Events[0].ID, got, next.ID)
+	}
+	if err := e.bus.SetCursor(t.Context(), "adm.pos", "resumer", facade.CursorPosition{LastID: r.Events[0].ID}); err != nil {
+		t.Fatalf("setCursor to a redriven event's id: %v", err)
+	}
+
+	// A caller's own id that is not a uuidv7 keeps its clear error.
+	own, err := e.bus.Publish(t.Context(), "adm.pos", json.RawMessage(`{"own":1}`), facade.PublishOptions{ID: "order-42"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.bus.Subscribe(t.Context(), "adm.pos", "own", func(context.Context, facade.Delivery) error { return nil },
+		facade.SubscribeOptions{From: facade.FromAfterID, AfterID: own.ID})
+	if !errors.Is(err, facade.ErrUnknownID) || !strings.Contains(err.Error(), "not a uuidv7") {
+		t.Fatalf("afterId of the caller's id %q: %v, want unknown_id saying it is not a uuidv7", own.ID, err)
 	}
 }

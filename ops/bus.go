@@ -17,6 +17,10 @@ type Bus interface {
 	Ready(ctx context.Context) error
 	Closed() bool
 	Publish(ctx context.Context, topic string, payload json.RawMessage, opts facade.PublishOptions) (*facade.EventRecord, error)
+	// PublishDerived publishes with a fresh uuidv7 id and dedupKey as
+	// Nats-Msg-Id: a repeat within the duplicate window is answered with
+	// the event as first stored.
+	PublishDerived(ctx context.Context, topic string, payload json.RawMessage, opts facade.PublishOptions, dedupKey string) (*facade.EventRecord, error)
 	LatestByKey(ctx context.Context, topic string, keys []string) (map[string]*facade.EventRecord, error)
 
 	// Topics and their streams.

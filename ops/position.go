@@ -201,8 +201,9 @@ type Query struct {
 	// messages are read.
 	Key string
 	// CorrelationID, when not empty, keeps only the events whose header
-	// "correlationId" ([HeaderCorrelationID]) is this value. There is no
-	// index of headers: every event of the range is read and tested.
+	// "correlationId" ([HeaderCorrelationID]), its name in any case, is
+	// this value. There is no index of headers: every event of the range
+	// is read and tested.
 	CorrelationID string
 	// Tag, when not empty, keeps only the events that carry this tag. Like
 	// CorrelationID, it is tested on every event of the range.
@@ -210,16 +211,28 @@ type Query struct {
 }
 
 // HeaderCorrelationID is the event header that [Query.CorrelationID]
-// filters on (exact name and value).
+// filters on. Its name is matched ignoring case, since HTTP publishes store
+// header names lower-cased ("correlationid"); its value is matched exactly.
 const HeaderCorrelationID = "correlationId"
 
 // filtered reports whether q has filters that are tested on each event
 // (rather than by the consumer's subject).
 func (q Query) filtered() bool { return q.CorrelationID != "" || q.Tag != "" }
 
+// hasCorrelationID reports whether headers has a correlationId header, its
+// name in any case, whose value is id.
+func hasCorrelationID(headers map[string]string, id string) bool {
+	for name, v := range headers {
+		if v == id && strings.EqualFold(name, HeaderCorrelationID) {
+			return true
+		}
+	}
+	return false
+}
+
 // match reports whether e passes q's per-event filters.
 func (q Query) match(e *facade.EventRecord) bool {
-	if q.CorrelationID != "" && e.Headers[HeaderCorrelationID] != q.CorrelationID {
+	if q.CorrelationID != "" && !hasCorrelationID(e.Headers, q.CorrelationID) {
 		return false
 	}
 	if q.Tag != "" && !slices.Contains(e.Tags, q.Tag) {

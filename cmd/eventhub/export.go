@@ -23,10 +23,10 @@ func export(ctx context.Context, args []string, getenv func(string) string, stdo
 	f := newFlags(fs, getenv)
 	var natsURL, token, user, password, creds, dataDir, topic, from, to, out, key, corr, tag string
 	var limit int
-	f.str(&natsURL, "nats-url", "NATS_URL", "nats://127.0.0.1:4222", "NATS server of the hub (the embedded one listens on 127.0.0.1:4222)")
-	f.str(&token, "nats-token", "NATS_TOKEN", "", "token for the NATS server (with hub auth on: the static WS_TOKEN)")
+	f.urls(&natsURL, "nats-url", "NATS_URL", "nats://127.0.0.1:4222", "NATS server of the hub (the embedded one listens on 127.0.0.1:4222)")
+	f.secret(&token, "nats-token", "NATS_TOKEN", "", "token for the NATS server (with hub auth on: the static WS_TOKEN)")
 	f.str(&user, "nats-user", "NATS_USER", "", "NATS user")
-	f.str(&password, "nats-password", "NATS_PASSWORD", "", "NATS password")
+	f.secret(&password, "nats-password", "NATS_PASSWORD", "", "NATS password")
 	f.str(&creds, "nats-creds", "NATS_CREDS", "", "NATS credentials file")
 	fs.StringVar(&dataDir, "data-dir", "", "read a stopped hub's data directory directly instead of connecting")
 	fs.StringVar(&topic, "topic", "", "topic to export (required)")
@@ -34,7 +34,7 @@ func export(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs.StringVar(&to, "to", "", "last position: earliest, latest, or inclusive for seq and id, exclusive for ts (default: latest, the last event now)")
 	fs.IntVar(&limit, "limit", 0, "at most this many events (0: no limit)")
 	fs.StringVar(&key, "key", "", "only the events with this key (read through the key's subject: no scan)")
-	fs.StringVar(&corr, "correlation-id", "", "only the events whose header correlationId is this (scans the range)")
+	fs.StringVar(&corr, "correlation-id", "", "only the events whose header correlationId (the name in any case) is this (scans the range)")
 	fs.StringVar(&tag, "tag", "", "only the events with this tag (scans the range)")
 	fs.StringVar(&out, "out", "-", "output file, or - for stdout")
 	if err := f.parse(args); err != nil {

@@ -83,3 +83,67 @@ func TestHealthcheckFailsWhenNothingIsReady(t *testing.T) {
 		t.Fatalf("healthcheck with no hub: %v", err)
 	}
 }
+
+// Help output lands in CI logs and on shared screens: it says that a secret
+// is set, never what it is, whether the secret came from the environment or
+// from the configuration file.
+func TestHelpNeverPrintsSecrets(t *testing.T) {
+	// Each variable's value, and the part of it that must never be shown.
+	secrets := map[string][2]string{
+		"WS_TOKEN":          {"s3cr3t-ws-token-0123456789", "s3cr3t-ws-token"},
+		"JWT_SECRET":        {"s3cr3t-jwt-0123456789-0123456789-0123456789", "s3cr3t-jwt"},
+		"NATS_PASSWORD":     {"nats-password-secret", "nats-password-secret"},
+		"NATS_TOKEN":        {"nats-token-secret", "nats-token-secret"},
+		"NATS_CALLOUT_SEED": {"SACALLOUTSEEDSECRET", "SACALLOUTSEEDSECRET"},
+		"EVENTHUB_TOKEN":    {"bench-token-secret", "bench-token-secret"},
+		"NATS_URL":          {"nats://user:nats-url-password@nats:4222", "nats-url-password"},
+		"EVENTHUB_NATS_URL": {"nats://user:bench-url-password@nats:4222", "bench-url-password"},
+		"OUTBOX_DB_URL":     {"postgres://user:outbox-db-password@db/outbox", "outbox-db-password"},
+	}
+	environment := map[string]string{}
+	for name, s := range secrets {
+		environment[name] = s[0]
+	}
+	for _, args := range [][]string{
+		{"-h"}, {"serve", "-h"}, {"config", "-h"}, {"serve", "-no-such-flag"},
+		{"export", "-h"}, {"topics", "create", "-h"}, {"token", "-h"}, {"bench", "-h"}, {"healthcheck", "-h"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var out syncBuffer
+			if err := run(t.Context(), args, env(environment), &out, &out); err == nil {
+				t.Fatalf("eventhub %v succeeded", args)
+			}
+			for name, s := range secrets {
+				if strings.Contains(out.String(), s[1]) {
+					t.Errorf("the help shows $%s's secret:\n%s", name, out.String())
+				}
+			}
+			for _, flag := range []string{"-ws-token", "-jwt-secret", "-secret", "-nats-password", "-token"} {
+				if strings.Contains(out.String(), "\n  "+flag+" string") && !strings.Contains(out.String(), ") (set from $") {
+					t.Errorf("the help does not say that %s is set:\n%s", flag, out.String())
+				}
+			}
+		})
+	}
+
+	config := filepath.Join(t.TempDir(), "eventhub.yaml")
+	if err := os.WriteFile(config, []byte(`
+auth: {token: file-token-secret-0123456789, jwt: {secret: file-jwt-secret-0123456789-0123456789}}
+nats: {url: "nats://u:file-url-password@nats:4222", password: file-nats-password, token: file-nats-token, calloutSeed: SAFILESEED}
+outbox: {db: "postgres://u:file-db-password@db/x"}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	if err := run(t.Context(), []string{"-config", config, "-h"}, env(nil), &out, &out); err == nil {
+		t.Fatal("eventhub -config -h succeeded")
+	}
+	for _, s := range []string{"file-token-secret", "file-jwt-secret", "file-url-password", "file-nats-password", "file-nats-token", "SAFILESEED", "file-db-password"} {
+		if strings.Contains(out.String(), s) {
+			t.Errorf("the help shows the configuration file's secret %q:\n%s", s, out.String())
+		}
+	}
+	if n := strings.Count(out.String(), "(set by the configuration file)"); n != 5 {
+		t.Errorf("the help says %d times that the file sets a secret, want 5:\n%s", n, out.String())
+	}
+}

@@ -53,6 +53,29 @@ func (f *flags) str(p *string, name, env, def, help string) {
 	f.fs.StringVar(p, name, def, help+" ($"+env+")")
 }
 
+// secret binds a string flag that holds a secret (a token, a password, a
+// key): -h says whether a value is set and where from, never the value.
+func (f *flags) secret(p *string, name, env, def, help string) {
+	note := ""
+	if v, ok := f.env(env); ok {
+		def, note = v, " (set from $"+env+")"
+	} else if def != "" {
+		note = " (set by the configuration file)"
+	}
+	f.fs.StringVar(p, name, "", help+" ($"+env+")"+note)
+	*p = def // after StringVar, so that -h shows no default
+}
+
+// urls binds a flag of comma-separated URLs: -h shows its default with the
+// passwords redacted, as eventhub config does.
+func (f *flags) urls(p *string, name, env, def, help string) {
+	if v, ok := f.env(env); ok {
+		def = v
+	}
+	f.fs.StringVar(p, name, hub.RedactURLs(def), help+" ($"+env+")")
+	*p = def // after StringVar, so that -h shows the redacted default
+}
+
 func (f *flags) int(p *int, name, env string, def int, help string) {
 	if v, ok := f.env(env); ok {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
@@ -151,12 +174,12 @@ func serveFlags(file *hub.File, getenv func(string) string, out io.Writer) (*fla
 	fs.SetOutput(out)
 	f := newFlags(fs, getenv)
 	n, srv := &file.NATS, &file.Server
-	f.str(&n.URL, "nats-url", "NATS_URL", n.URL, "external NATS server or cluster URL(s); empty runs an embedded server")
+	f.urls(&n.URL, "nats-url", "NATS_URL", n.URL, "external NATS server or cluster URL(s); empty runs an embedded server")
 	f.str(&n.Creds, "nats-creds", "NATS_CREDS", n.Creds, "credentials file for the external NATS server")
 	f.str(&n.User, "nats-user", "NATS_USER", n.User, "user for the external NATS server")
-	f.str(&n.Password, "nats-password", "NATS_PASSWORD", n.Password, "password for the external NATS server")
-	f.str(&n.Token, "nats-token", "NATS_TOKEN", n.Token, "token for the external NATS server")
-	f.str(&n.CalloutSeed, "nats-callout-seed", "NATS_CALLOUT_SEED", n.CalloutSeed, "account nkey seed (SA…): run as the external NATS server's auth callout service (deploy/nats/callout.conf)")
+	f.secret(&n.Password, "nats-password", "NATS_PASSWORD", n.Password, "password for the external NATS server")
+	f.secret(&n.Token, "nats-token", "NATS_TOKEN", n.Token, "token for the external NATS server")
+	f.secret(&n.CalloutSeed, "nats-callout-seed", "NATS_CALLOUT_SEED", n.CalloutSeed, "account nkey seed (SA…): run as the external NATS server's auth callout service (deploy/nats/callout.conf)")
 	f.str(&n.DataDir, "data-dir", "EVENTHUB_DATA_DIR", n.DataDir, "embedded server: JetStream storage directory")
 	f.bool(&n.Memory, "memory", "EVENTHUB_MEMORY", n.Memory, "embedded server: keep everything in memory (throwaway runs)")
 	f.str(&n.Host, "nats-host", "EVENTHUB_NATS_HOST", n.Host, "embedded server: host of the NATS client port")
@@ -171,11 +194,11 @@ func serveFlags(file *hub.File, getenv func(string) string, out io.Writer) (*fla
 	f.list(&srv.AllowedHosts, "allowed-hosts", "EVENTHUB_ALLOWED_HOSTS", "comma-separated host names served without auth besides loopback and localhost (DNS-rebinding guard)")
 	f.list(&file.Gateway.AllowedOrigins, "allowed-origins", "WS_ALLOWED_ORIGINS", "comma-separated origins allowed besides the gateway's own (\"*\" for any)")
 	f.bool(&file.Projector.Enabled, "projector", "EVENTHUB_PROJECTOR", file.Projector.Enabled, "run the heartbeat.received → process.state projector")
-	f.bool(&file.Projector.Demo, "demo", "EVENTHUB_DEMO", file.Projector.Demo, "run the projector and publish sample heartbeats (a live process.state to watch)")
-	f.str(&file.Outbox.DB, "outbox-db", "OUTBOX_DB_URL", file.Outbox.DB, "run an outbox drainer on this database (postgres://… or a SQLite file)")
+	f.bool(&file.Projector.Demo, "demo", "EVENTHUB_DEMO", file.Projector.Demo, "run the projector and publish sample heartbeats, kept 3 days (a live, compacted process.state to watch)")
+	f.urls(&file.Outbox.DB, "outbox-db", "OUTBOX_DB_URL", file.Outbox.DB, "run an outbox drainer on this database (postgres://… or a SQLite file)")
 	a := &file.Auth
-	f.str(&a.Token, "ws-token", "WS_TOKEN", a.Token, "static token (at least 16 characters) that grants everything, for WS, HTTP and native NATS clients")
-	f.str(&a.JWT.Secret, "jwt-secret", "JWT_SECRET", a.JWT.Secret, "HS256 secret (at least 32 bytes) of accepted JWTs")
+	f.secret(&a.Token, "ws-token", "WS_TOKEN", a.Token, "static token (at least 16 characters) that grants everything, for WS, HTTP and native NATS clients")
+	f.secret(&a.JWT.Secret, "jwt-secret", "JWT_SECRET", a.JWT.Secret, "HS256 secret (at least 32 bytes) of accepted JWTs")
 	f.str(&a.JWT.JWKSURL, "jwt-jwks-url", "JWT_JWKS_URL", a.JWT.JWKSURL, "JWKS URL of the keys of accepted RS256/ES256/EdDSA JWTs")
 	f.str(&a.JWT.Audience, "jwt-aud", "JWT_AUD", a.JWT.Audience, "required JWT audience")
 	f.str(&a.JWT.Issuer, "jwt-iss", "JWT_ISS", a.JWT.Issuer, "required JWT issuer")

@@ -19,7 +19,7 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	f := newFlags(fs, getenv)
 	var secret, scopes, subject, aud, iss string
 	var ttl time.Duration
-	f.str(&secret, "secret", "JWT_SECRET", "", "HS256 secret, at least 32 bytes")
+	f.secret(&secret, "secret", "JWT_SECRET", "", "HS256 secret, at least 32 bytes")
 	fs.StringVar(&scopes, "scopes", "", "comma-separated scopes, e.g. publish:heartbeat.*,subscribe:process.**")
 	fs.StringVar(&subject, "sub", "dev", "the token's subject")
 	f.str(&aud, "aud", "JWT_AUD", "", "audience")

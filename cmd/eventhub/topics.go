@@ -25,10 +25,10 @@ func topics(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs.SetOutput(stderr)
 	f := newFlags(fs, getenv)
 	var natsURL, token, user, password, creds, configFile string
-	f.str(&natsURL, "nats-url", "NATS_URL", "nats://127.0.0.1:4222", "NATS server of the hub (the embedded one listens on 127.0.0.1:4222)")
-	f.str(&token, "nats-token", "NATS_TOKEN", "", "token for the NATS server (with hub auth on: the static WS_TOKEN or a token with the admin scope)")
+	f.urls(&natsURL, "nats-url", "NATS_URL", "nats://127.0.0.1:4222", "NATS server of the hub (the embedded one listens on 127.0.0.1:4222)")
+	f.secret(&token, "nats-token", "NATS_TOKEN", "", "token for the NATS server (with hub auth on: the static WS_TOKEN or a token with the admin scope)")
 	f.str(&user, "nats-user", "NATS_USER", "", "NATS user")
-	f.str(&password, "nats-password", "NATS_PASSWORD", "", "NATS password")
+	f.secret(&password, "nats-password", "NATS_PASSWORD", "", "NATS password")
 	f.str(&creds, "nats-creds", "NATS_CREDS", "", "NATS credentials file")
 	f.str(&configFile, "config", "EVENTHUB_CONFIG", "", "the hub's YAML configuration, for the topics' stream settings and families")
 	if err := f.parse(args[1:]); err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/hub"
 )
 
@@ -131,6 +132,43 @@ func TestREADMEConfigExampleLoads(t *testing.T) {
 		}
 		if _, err := hub.LoadFile(path); err != nil {
 			t.Errorf("example %d: %v\n%s", i+1, err, b[1])
+		}
+	}
+}
+
+// TestREADMEFlagTableStatesTokenMinimum: the README's table of flags says
+// how long the static token must be, as -h and the example configuration do.
+func TestREADMEFlagTableStatesTokenMinimum(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("at least %d characters", auth.MinStaticTokenLen)
+	for l := range strings.SplitSeq(string(readme), "\n") {
+		if strings.HasPrefix(l, "| `-ws-token`") {
+			if !strings.Contains(l, want) {
+				t.Fatalf("the README's -ws-token row does not say %q:\n%s", want, l)
+			}
+			return
+		}
+	}
+	t.Fatal("the README has no -ws-token row")
+}
+
+// TestReferenceDifferencesLinked: the page of differences from the
+// reference TypeScript implementation is linked from the protocol and ops
+// pages, where a reader who knows the reference starts.
+func TestReferenceDifferencesLinked(t *testing.T) {
+	if _, err := os.Stat("../../docs/reference-differences.md"); err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range []string{"protocol.md", "ops.md", "operations.md"} {
+		b, err := os.ReadFile(filepath.Join("../../docs", page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "(reference-differences.md)") {
+			t.Errorf("docs/%s does not link reference-differences.md", page)
 		}
 	}
 }

@@ -1,8 +1,8 @@
-// Package hashid derives event ids from other data, so that the same input
-// always gives the same id and a repeated publish is deduplicated by the
-// stream's duplicate window. One derivation for every such id: dead letters,
-// redriven dead letters, compaction snapshots and the ids of events stored
-// without one.
+// Package hashid derives event ids and duplicate keys from other data, so
+// that the same input always gives the same result and a repeated publish is
+// deduplicated by the stream's duplicate window. One derivation for each:
+// the Nats-Msg-Id of dead letters and redriven dead letters (V8), the ids of
+// compaction snapshots (V7) and of events stored without one (V7Seq).
 package hashid
 
 import (
@@ -14,7 +14,8 @@ import (
 )
 
 // V8 returns a UUID version 8 (RFC 9562 variant) made of the first bytes of
-// the SHA-256 of parts joined by NUL. It is a pure function.
+// the SHA-256 of parts joined by NUL. It is a pure function. It is not a
+// position (it has no time): use it as a duplicate key, never as an event id.
 func V8(parts ...string) string {
 	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	var u uuid.UUID
