@@ -147,17 +147,23 @@ func (h *Handler) adminSeek(w http.ResponseWriter, r *http.Request, _ string) {
 		return
 	}
 	g, err := h.bus.SeekGroup(ctx, ti.Topic, group, next)
-	h.writeGroup(w, r, ti.Topic, g, err, map[string]any{"next": next})
+	h.writeGroup(ctx, w, r, ti.Topic, g, err, map[string]any{"next": next})
 }
 
-// writeGroup answers a group's state after an action, with extra fields,
-// or the action's error.
-func (h *Handler) writeGroup(w http.ResponseWriter, r *http.Request, topic string, gi *inspect.GroupInfo, err error, extra map[string]any) {
+// writeGroup answers a group's state after an action, as the group list
+// shows it (its dead letters counted), with extra fields, or the action's
+// error.
+func (h *Handler) writeGroup(ctx context.Context, w http.ResponseWriter, r *http.Request, topic string, gi *inspect.GroupInfo, err error, extra map[string]any) {
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	out := map[string]any{"group": h.adminGroupOf(topic, gi, 0, false)}
+	dl, atLeast, err := h.deadLetterCounts(ctx, topic)
+	if err != nil {
+		h.writeError(w, r, fmt.Errorf("the action was done, but the group's dead letters could not be counted: %w", err))
+		return
+	}
+	out := map[string]any{"group": h.adminGroupOf(topic, gi, dl[gi.Group], atLeast)}
 	for k, v := range extra {
 		out[k] = v
 	}
@@ -204,7 +210,7 @@ func (h *Handler) adminPause(w http.ResponseWriter, r *http.Request, _ string) {
 		until = h.cfg.Now().Add(d)
 	}
 	g, err := h.bus.PauseGroup(ctx, ti.Topic, group, until)
-	h.writeGroup(w, r, ti.Topic, g, err, map[string]any{"pauseUntilMs": until.UnixMilli()})
+	h.writeGroup(ctx, w, r, ti.Topic, g, err, map[string]any{"pauseUntilMs": until.UnixMilli()})
 }
 
 // adminResume resumes a paused group.
@@ -217,7 +223,7 @@ func (h *Handler) adminResume(w http.ResponseWriter, r *http.Request, _ string) 
 		return
 	}
 	g, err := h.bus.ResumeGroup(ctx, ti.Topic, group)
-	h.writeGroup(w, r, ti.Topic, g, err, nil)
+	h.writeGroup(ctx, w, r, ti.Topic, g, err, nil)
 }
 
 // adminDeleteGroup deletes a group's consumer with its cursor. Members

@@ -419,6 +419,23 @@ func TestAdminDeadLetters(t *testing.T) {
 	}
 }
 
+// TestAdminGroupActionsCountDeadLetters: seek, pause and resume answer the
+// group as the group list shows it, with its dead letters counted.
+func TestAdminGroupActionsCountDeadLetters(t *testing.T) {
+	e := newEnv(t, jetstream.Config{}, ops.Config{})
+	deadLetters(t, e, "adm.dc", 3)
+	if g := e.groupState(t, "adm.dc", "failing"); g.DeadLettered != 3 {
+		t.Fatalf("the group list: %+v, want 3 dead-lettered", g)
+	}
+	for _, action := range []string{"seek?to=earliest&", "pause?for=1m&", "resume?"} {
+		var out struct{ Group adminGroup }
+		e.mustCall(t, "POST", "/admin/groups/"+action+"topic=adm.dc&group=failing", &out)
+		if out.Group.Group != "failing" || out.Group.DeadLettered != 3 {
+			t.Errorf("%s: %+v, want 3 dead-lettered", action, out.Group)
+		}
+	}
+}
+
 func TestAdminEvents(t *testing.T) {
 	e := newEnv(t, jetstream.Config{}, ops.Config{})
 	var evs []*facade.EventRecord
