@@ -862,6 +862,9 @@ func (s *session) seek(f *wire.Frame) error {
 	c.Topic = f.Topic
 	ctx, cancel := s.reqCtx()
 	defer cancel()
+	// Seeking a group that does not exist creates it (and the topic's
+	// stream): that counts against the principal's quotas.
+	ctx = s.gw.bind(ctx, s.principal)
 	if err := s.gw.bus.SetCursor(ctx, f.Topic, f.Group, c); err != nil {
 		return err
 	}

@@ -96,9 +96,12 @@ func (h *Handler) admin(fn adminFunc) http.Handler {
 		if err == nil {
 			err = validNames(r)
 		}
-		if err != nil {
+		switch {
+		case err != nil:
 			h.writeError(sw, r, err)
-		} else {
+		case h.cfg.BindPrincipal != nil:
+			fn(sw, r.WithContext(h.cfg.BindPrincipal(r.Context(), principal)), principal)
+		default:
 			fn(sw, r, principal)
 		}
 		status := cmpStatus(sw.status)
