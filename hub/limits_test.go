@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -164,7 +165,8 @@ func TestAccountLimitsOfTheEmbeddedServer(t *testing.T) {
 }
 
 // TestLimitsExampleConfigLoads keeps deploy/hub/limits.example.yaml in step
-// with the configuration's keys (unknown keys are errors).
+// with the configuration's keys (unknown keys are errors), and starts a hub
+// with it, its data on disk: its account limits fit an ordinary disk.
 func TestLimitsExampleConfigLoads(t *testing.T) {
 	fc, err := hub.LoadFile("../deploy/hub/limits.example.yaml")
 	if err != nil {
@@ -173,6 +175,24 @@ func TestLimitsExampleConfigLoads(t *testing.T) {
 	l := fc.Limits
 	if len(l.Rates) != 3 || l.Quotas.Topics != 50 || len(l.Principals) != 1 || l.Account.MaxStreams != 1000 || l.ConnectionsPerIP != 200 {
 		t.Fatalf("loaded %+v", l)
+	}
+	cfg := fc.Config()
+	cfg.DataDir, cfg.NATSPort, cfg.OpsPort, cfg.WSPort, cfg.HTTPPort = t.TempDir(), -1, -1, 0, -1
+	h := startHub(t, cfg)
+	if _, err := h.Bus.Publish(t.Context(), "example.t", []byte(`{}`), facade.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAccountStorageBeyondTheDisk: account storage beyond what JetStream
+// has on the server stops the hub with an error that names the setting and
+// the space there is.
+func TestAccountStorageBeyondTheDisk(t *testing.T) {
+	_, err := hub.Start(t.Context(), hub.Config{DataDir: t.TempDir(), NATSPort: -1, OpsPort: -1, WSPort: -1, HTTPPort: -1,
+		Limits: limits.Config{Account: limits.AccountLimits{MaxStorageBytes: 1 << 60}}})
+	if err == nil || !strings.Contains(err.Error(), "limits.account.maxStorageBytes is 1.0 EiB") ||
+		!regexp.MustCompile(`the [0-9.]+ [KMGTPE]iB \([0-9]+ bytes\) that were free on the disk of `).MatchString(err.Error()) {
+		t.Fatalf("account storage of 1 EiB: %v, want an error naming limits.account.maxStorageBytes and the free space", err)
 	}
 }
 
