@@ -51,8 +51,8 @@ func (b *Bus) cursorOf(ctx context.Context, ti *topicInfo, seq uint64) facade.Cu
 // SetCursor implements [facade.Cursors] with a consumer reset: the group
 // keeps its configuration and its name. A group that does not exist is
 // created there (and the topic's stream with it), counted against the
-// quotas of the principal ctx carries (Config.Guard). Deliveries in flight when the cursor
-// moves may still be acknowledged by their members.
+// quotas of the principal ctx carries (Config.Guard). Deliveries in flight
+// when the cursor moves may still be acknowledged by their members.
 func (b *Bus) SetCursor(ctx context.Context, topic, group string, c facade.CursorPosition) error {
 	if err := facade.ValidateGroup(group); err != nil {
 		return err
