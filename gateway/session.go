@@ -270,6 +270,9 @@ func (s *session) auth(f *wire.Frame) error {
 		s.closeWith(wire.CloseQuota, wire.CodeConnQuota)
 		return nil
 	}
+	// Another subject's subscriptions count against its quota: theirs
+	// move to p below.
+	move := s.gw.cfg.Limiter != nil && s.principal != nil && principalName(s.principal) != principalName(p)
 	s.principal = p
 	s.meta.setPrincipal(p)
 	s.authed.Store(true)
@@ -306,6 +309,18 @@ func (s *session) auth(f *wire.Frame) error {
 			delete(s.lives, topic)
 		}
 	}
+	var kept []*subscription
+	var liveKept []*liveSub
+	if move {
+		for _, sub := range s.subs {
+			kept = append(kept, sub)
+		}
+		for _, ls := range s.lives {
+			if ls != nil {
+				liveKept = append(liveKept, ls)
+			}
+		}
+	}
 	s.mu.Unlock()
 	for _, ls := range liveRevoked {
 		s.gw.unfollow(ls)
@@ -325,8 +340,102 @@ func (s *session) auth(f *wire.Frame) error {
 		}
 		s.stopSub(sub, stops[i], "subscription revoked")
 	}
+	s.moveHolds(p, kept, liveKept)
 	s.sendOK(f.Corr)
 	return nil
+}
+
+// moveHolds counts subscriptions of the session against p, after a re-AUTH
+// as another subject: each gives back its hold on the previous principal's
+// subscription quota and takes one on p's. One that p's quota has no room
+// for ends with {"op":"ERR","code":"subscription_quota","topic":…}, its
+// events handed back to the group. Reader goroutine only.
+func (s *session) moveHolds(p Principal, subs []*subscription, lives []*liveSub) {
+	ctx, cancel := s.reqCtx()
+	defer cancel()
+	ended := func(topic, group string, err error) {
+		_, msg := wire.FromError(err, wire.CodeSubQuota)
+		what := topic
+		if group != "" {
+			what += " as " + group
+		}
+		b, eerr := wire.Encode(&wire.Frame{Op: wire.OpErr, Code: wire.CodeSubQuota, Topic: topic, Group: group,
+			Msg: fmt.Sprintf("subscription to %s ended: the new credentials' principal has no room for it: %s", what, msg)})
+		if eerr == nil {
+			s.send(&b)
+		}
+	}
+	for _, sub := range subs {
+		s.mu.Lock()
+		old := sub.release
+		sub.release = nil
+		s.mu.Unlock()
+		if old != nil {
+			old()
+		}
+		release, err := s.gw.holdSubscription(ctx, p)
+		s.mu.Lock()
+		switch {
+		case err == nil && !sub.left:
+			sub.release = release
+			s.mu.Unlock()
+		case err == nil: // it ended meanwhile
+			s.mu.Unlock()
+			release()
+		default:
+			if s.subs[sub.key] != sub {
+				s.mu.Unlock()
+				continue
+			}
+			delete(s.subs, sub.key)
+			leases := s.detachLocked(sub)
+			s.mu.Unlock()
+			ended(sub.key.topic, sub.key.group, err)
+			s.stopSub(sub, leases, "subscription quota")
+		}
+	}
+	for _, ls := range lives {
+		ls.mu.Lock()
+		old := ls.release
+		ls.release = nil
+		ls.mu.Unlock()
+		if old != nil {
+			old()
+		}
+		release, err := s.gw.holdSubscription(ctx, p)
+		if err == nil {
+			ls.mu.Lock()
+			dead := ls.dead
+			if !dead {
+				ls.release = release
+			}
+			ls.mu.Unlock()
+			if dead {
+				release()
+			}
+			continue
+		}
+		topic := ls.lt.topic
+		s.mu.Lock()
+		mine := s.lives[topic] == ls
+		if mine {
+			delete(s.lives, topic)
+		}
+		s.mu.Unlock()
+		if mine {
+			s.gw.unfollow(ls)
+			ended(topic, "", err)
+		}
+	}
+}
+
+// principalName is the name of p whose quotas the limiter counts (its
+// token's subject), "" for a principal without one.
+func principalName(p Principal) string {
+	if n, ok := p.(Named); ok {
+		return n.Name()
+	}
+	return ""
 }
 
 func (s *session) allow(action, topic, group string) error {
@@ -862,6 +971,9 @@ func (s *session) seek(f *wire.Frame) error {
 	c.Topic = f.Topic
 	ctx, cancel := s.reqCtx()
 	defer cancel()
+	// Seeking a group that does not exist creates it (and the topic's
+	// stream): that counts against the principal's quotas.
+	ctx = s.gw.bind(ctx, s.principal)
 	if err := s.gw.bus.SetCursor(ctx, f.Topic, f.Group, c); err != nil {
 		return err
 	}

@@ -45,10 +45,7 @@ type sessionMeta struct {
 }
 
 func (m *sessionMeta) setPrincipal(p Principal) {
-	name := ""
-	if n, ok := p.(Named); ok {
-		name = n.Name()
-	}
+	name := principalName(p)
 	m.principal.Store(&name)
 }
 

@@ -2,6 +2,7 @@ package hub_test
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,7 +12,9 @@ import (
 	"time"
 
 	"github.com/eventhub/eventhub/auth"
+	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/hub"
+	"github.com/eventhub/eventhub/jetstream"
 )
 
 // lockedBuffer collects a hub's log lines.
@@ -120,4 +123,46 @@ func call(t *testing.T, method, url, token string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// TestFanInGroupInTheAdminAPI: with auth on, a fan-in group over a topic
+// family, made by a client through the gateway, is in the group list next
+// to the others, and /cursors and /lag answer for it to a token that may
+// read the family; a token that may read only part of it is refused.
+func TestFanInGroupInTheAdminAPI(t *testing.T) {
+	h := startHub(t, hub.Config{Memory: true, NATSPort: -1,
+		Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}},
+		Bus:  jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "fan.**", Stream: "FAN"}}}})
+	ctx := t.Context()
+	sign := func(scopes ...string) string {
+		tok, err := auth.MintHS256(secret, auth.MintClaims{Subject: "fan-user", Scopes: scopes, TTL: time.Minute}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	if _, err := h.Bus.Publish(ctx, "fan.a", []byte(`{}`), facade.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, h, sign("subscribe:fan.**"))
+	if _, err := c.Subscribe(ctx, "fan.*", "billing", func(context.Context, facade.Delivery) error { return nil }, facade.SubscribeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Bus.SetCursor(ctx, "fan.a", "audit", facade.CursorPosition{}); err != nil {
+		t.Fatal(err)
+	}
+	ops := "http://" + h.Addr("ops")
+	status, body := call(t, "GET", ops+"/admin/groups", sign("admin"))
+	if status != http.StatusOK || !strings.Contains(body, `"topic":"fan.*","group":"billing"`) || !strings.Contains(body, `"topic":"fan.a","group":"audit"`) {
+		t.Fatalf("GET /admin/groups: %d %s", status, body)
+	}
+	reader := sign("subscribe:fan.**")
+	for _, path := range []string{"/cursors?topic=fan.*", "/lag?topic=fan.*&group=billing"} {
+		if status, body := call(t, "GET", ops+path, reader); status != http.StatusOK || !strings.Contains(body, "billing") {
+			t.Errorf("GET %s: %d %s", path, status, body)
+		}
+		if status, body := call(t, "GET", ops+path, sign("subscribe:fan.a")); status != http.StatusForbidden {
+			t.Errorf("GET %s with rights on fan.a only: %d %s, want 403", path, status, body)
+		}
+	}
 }

@@ -1,11 +1,13 @@
 package hub_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -163,7 +165,8 @@ func TestAccountLimitsOfTheEmbeddedServer(t *testing.T) {
 }
 
 // TestLimitsExampleConfigLoads keeps deploy/hub/limits.example.yaml in step
-// with the configuration's keys (unknown keys are errors).
+// with the configuration's keys (unknown keys are errors), and starts a hub
+// with it, its data on disk: its account limits fit an ordinary disk.
 func TestLimitsExampleConfigLoads(t *testing.T) {
 	fc, err := hub.LoadFile("../deploy/hub/limits.example.yaml")
 	if err != nil {
@@ -172,6 +175,24 @@ func TestLimitsExampleConfigLoads(t *testing.T) {
 	l := fc.Limits
 	if len(l.Rates) != 3 || l.Quotas.Topics != 50 || len(l.Principals) != 1 || l.Account.MaxStreams != 1000 || l.ConnectionsPerIP != 200 {
 		t.Fatalf("loaded %+v", l)
+	}
+	cfg := fc.Config()
+	cfg.DataDir, cfg.NATSPort, cfg.OpsPort, cfg.WSPort, cfg.HTTPPort = t.TempDir(), -1, -1, 0, -1
+	h := startHub(t, cfg)
+	if _, err := h.Bus.Publish(t.Context(), "example.t", []byte(`{}`), facade.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAccountStorageBeyondTheDisk: account storage beyond what JetStream
+// has on the server stops the hub with an error that names the setting and
+// the space there is.
+func TestAccountStorageBeyondTheDisk(t *testing.T) {
+	_, err := hub.Start(t.Context(), hub.Config{DataDir: t.TempDir(), NATSPort: -1, OpsPort: -1, WSPort: -1, HTTPPort: -1,
+		Limits: limits.Config{Account: limits.AccountLimits{MaxStorageBytes: 1 << 60}}})
+	if err == nil || !strings.Contains(err.Error(), "limits.account.maxStorageBytes is 1.0 EiB") ||
+		!regexp.MustCompile(`the [0-9.]+ [KMGTPE]iB \([0-9]+ bytes\) that were free on the disk of `).MatchString(err.Error()) {
+		t.Fatalf("account storage of 1 EiB: %v, want an error naming limits.account.maxStorageBytes and the free space", err)
 	}
 }
 
@@ -238,5 +259,92 @@ func TestReauthAtTheConnectionQuota(t *testing.T) {
 	}
 	if _, err := client.Dial(t.Context(), "ws://"+h.Addr("ws"), client.Config{Token: mintSubject(t, "carol"), NoReconnect: true}); !errors.Is(err, facade.ErrConnectionQuota) {
 		t.Fatalf("a second connection after the refresh: %v, want connection_quota", err)
+	}
+}
+
+// TestReauthAsAnotherSubjectMovesTheSubscriptions: a connection that
+// re-authenticates as another subject counts its subscriptions against the
+// new principal's quota (2 here), no longer against the previous one's:
+// what does not fit the new quota ends with ERR subscription_quota naming
+// it, and the previous principal has its whole quota again.
+func TestReauthAsAnotherSubjectMovesTheSubscriptions(t *testing.T) {
+	h := limitedHub(t, limits.Config{Quotas: limits.Quotas{Subscriptions: 2}})
+	ctx := t.Context()
+	nop := func(context.Context, facade.Delivery) error { return nil }
+	// bob holds one subscription on a connection of its own.
+	if _, err := dial(t, h, mintSubject(t, "bob")).Subscribe(ctx, "ra.x", "g", nop, facade.SubscribeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ws, _, err := (&websocket.Dialer{HandshakeTimeout: 5 * time.Second}).Dial("ws://"+h.Addr("ws"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	// call sends f and reads up to its answer, returning the unsolicited
+	// ERR frames read before it.
+	call := func(f wire.Frame) (wire.Frame, []wire.Frame) {
+		t.Helper()
+		if err := ws.WriteJSON(f); err != nil {
+			t.Fatal(err)
+		}
+		var errs []wire.Frame
+		for {
+			_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+			var r wire.Frame
+			if err := ws.ReadJSON(&r); err != nil {
+				t.Fatalf("%s %s: %v", f.Op, f.Corr, err)
+			}
+			switch {
+			case r.Corr == f.Corr:
+				return r, errs
+			case r.Op == wire.OpErr:
+				errs = append(errs, r)
+			}
+		}
+	}
+	// alice holds her whole quota on it: a group and a live subscription.
+	for _, f := range []wire.Frame{
+		{Op: wire.OpAuth, Token: mintSubject(t, "alice"), Corr: "1"},
+		{Op: wire.OpSubscribe, Topic: "ra.a", Group: "g", Corr: "2"},
+		{Op: wire.OpSubscribe, Topic: "ra.b", Corr: "3"},
+	} {
+		if r, _ := call(f); r.Op != wire.OpOK {
+			t.Fatalf("%s %s: %+v", f.Op, f.Corr, r)
+		}
+	}
+	subscribe := func(subject, topic string) error {
+		c, err := client.Dial(ctx, "ws://"+h.Addr("ws"), client.Config{Token: mintSubject(t, subject), NoReconnect: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		_, err = c.Subscribe(ctx, topic, "g", nop, facade.SubscribeOptions{})
+		return err
+	}
+	if err := subscribe("alice", "ra.c"); !errors.Is(err, facade.ErrSubscriptionQuota) {
+		t.Fatalf("alice's third subscription: %v, want subscription_quota", err)
+	}
+
+	// The connection becomes bob's: bob has room for one of its two.
+	r, errs := call(wire.Frame{Op: wire.OpAuth, Token: mintSubject(t, "bob"), Corr: "4"})
+	if r.Op != wire.OpOK {
+		t.Fatalf("re-AUTH as bob: %+v", r)
+	}
+	if len(errs) != 1 || errs[0].Code != wire.CodeSubQuota || (errs[0].Topic != "ra.a" && errs[0].Topic != "ra.b") {
+		t.Fatalf("re-AUTH as bob ended %+v, want one subscription ended with subscription_quota", errs)
+	}
+	// A token refresh as bob, at his quota, keeps what he holds.
+	if r, errs := call(wire.Frame{Op: wire.OpAuth, Token: mintSubject(t, "bob"), Corr: "5"}); r.Op != wire.OpOK || len(errs) != 0 {
+		t.Fatalf("refresh as bob: %+v, ended %+v", r, errs)
+	}
+	// bob holds two (the quota): a third is refused.
+	if err := subscribe("bob", "ra.d"); !errors.Is(err, facade.ErrSubscriptionQuota) {
+		t.Fatalf("bob's third subscription: %v, want subscription_quota", err)
+	}
+	// alice holds none: her whole quota is hers again.
+	for _, topic := range []string{"ra.e", "ra.f"} {
+		if err := subscribe("alice", topic); err != nil {
+			t.Fatalf("alice after the connection became bob's: %v", err)
+		}
 	}
 }

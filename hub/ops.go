@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/eventhub/eventhub/acl"
 	"github.com/eventhub/eventhub/auth"
+	"github.com/eventhub/eventhub/limits"
 	"github.com/eventhub/eventhub/ops"
 )
 
@@ -82,6 +84,13 @@ func (h *Hub) opsHandler() (http.Handler, error) {
 				return id.Name(), fmt.Errorf("%w: the admin API needs a token with the %s scope", ops.ErrForbidden, auth.ScopeAdmin)
 			}
 			return id.Name(), nil
+		}
+	}
+	if h.limiter != nil {
+		// A topic an admin call declares counts against its principal's
+		// topic quota, as one a publish creates does.
+		oc.BindPrincipal = func(ctx context.Context, principal string) context.Context {
+			return limits.WithPrincipal(ctx, principal)
 		}
 	}
 	oh, err := ops.New(oc)

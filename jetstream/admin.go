@@ -28,7 +28,8 @@ var ErrNotOwnStream = &facade.Error{Code: "not_own_stream", Msg: "the topic's st
 // returns the stream's name and whether it was created. A stream that
 // captures the topic but is shared or made outside the hub is left alone:
 // [ErrNotOwnStream]. Making a stream compacted drops all but the newest
-// event of every key. It blocks on JetStream API calls.
+// event of every key. A creation counts against the topic quota of the
+// principal ctx carries (Config.Guard). It blocks on JetStream API calls.
 func (b *Bus) DeclareTopic(ctx context.Context, tc TopicConfig) (name string, created bool, err error) {
 	topic := tc.Pattern
 	if strings.ContainsAny(topic, "*>") {
@@ -46,8 +47,13 @@ func (b *Bus) DeclareTopic(ctx context.Context, tc TopicConfig) (name string, cr
 	b.forgetTopic(topic) // look the stream up afresh
 	ti, err := b.existingTopic(ctx, topic)
 	if errors.Is(err, facade.ErrNotFound) {
+		undo, err := b.guardTopic(ctx, topic, &want)
+		if err != nil {
+			return "", false, err
+		}
 		s, err := b.js.CreateStream(ctx, want)
 		if err != nil {
+			undo()
 			return "", false, fmt.Errorf("create stream %s for %s: %w", want.Name, topic, translate(err))
 		}
 		b.forgetTopic(topic)

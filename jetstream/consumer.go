@@ -48,11 +48,9 @@ func (b *Bus) ensureGroup(ctx context.Context, ti *topicInfo, group string, o fa
 	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, fmt.Errorf("group %s of %s: %w", group, ti.topic, translate(err))
 	}
-	undo := func() {}
-	if g := b.cfg.Guard; g != nil {
-		if undo, err = g.CreateGroup(ctx, ti.topic, group); err != nil {
-			return nil, err
-		}
+	undo, err := b.guardGroup(ctx, ti, group)
+	if err != nil {
+		return nil, err
 	}
 	next, err := b.startSeq(ctx, ti, o)
 	if err != nil {
@@ -64,6 +62,17 @@ func (b *Bus) ensureGroup(ctx context.Context, ti *topicInfo, group string, o fa
 		undo() // failed, or another member made it first
 	}
 	return cons, err
+}
+
+// guardGroup asks the Guard, if any, before the bus creates group's
+// consumer on ti: the creation counts against the group quota of the
+// principal ctx carries. undo gives the count back when the group is not
+// created after all.
+func (b *Bus) guardGroup(ctx context.Context, ti *topicInfo, group string) (undo func(), err error) {
+	if g := b.cfg.Guard; g != nil {
+		return g.CreateGroup(ctx, ti.topic, group)
+	}
+	return func() {}, nil
 }
 
 // groupMaxAckPending is the group's window: MaxInFlight, or

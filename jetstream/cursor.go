@@ -49,8 +49,10 @@ func (b *Bus) cursorOf(ctx context.Context, ti *topicInfo, seq uint64) facade.Cu
 }
 
 // SetCursor implements [facade.Cursors] with a consumer reset: the group
-// keeps its configuration and its name. Deliveries in flight when the cursor
-// moves may still be acknowledged by their members.
+// keeps its configuration and its name. A group that does not exist is
+// created there (and the topic's stream with it), counted against the
+// quotas of the principal ctx carries (Config.Guard). Deliveries in flight
+// when the cursor moves may still be acknowledged by their members.
 func (b *Bus) SetCursor(ctx context.Context, topic, group string, c facade.CursorPosition) error {
 	if err := facade.ValidateGroup(group); err != nil {
 		return err
@@ -85,7 +87,14 @@ func (b *Bus) SetCursor(ctx context.Context, topic, group string, c facade.Curso
 	cons, err := ti.stream.Consumer(ctx, name)
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
-		_, _, err = b.createGroup(ctx, ti, name, group, facade.SubscribeOptions{}.WithDefaults(), next)
+		var undo func()
+		if undo, err = b.guardGroup(ctx, ti, group); err != nil {
+			return err
+		}
+		var created bool
+		if _, created, err = b.createGroup(ctx, ti, name, group, facade.SubscribeOptions{}.WithDefaults(), next); !created {
+			undo() // failed, or another member made it first
+		}
 	case err == nil:
 		err = resetGroup(ctx, ti.stream, cons.CachedInfo(), next)
 	}

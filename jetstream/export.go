@@ -73,7 +73,7 @@ func (b *Bus) LookupTopic(ctx context.Context, topic string) (*TopicInfo, error)
 func (b *Bus) SeqOfID(ctx context.Context, topic, id string) (uint64, error) {
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
-	ti, err := b.existingTopic(ctx, topic)
+	ti, err := b.groupTopic(ctx, topic, false)
 	if err != nil {
 		return 0, err
 	}
@@ -88,7 +88,7 @@ func (b *Bus) SeqOfID(ctx context.Context, topic, id string) (uint64, error) {
 func (b *Bus) SeqAtTime(ctx context.Context, topic string, t time.Time) (uint64, error) {
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
-	ti, err := b.existingTopic(ctx, topic)
+	ti, err := b.groupTopic(ctx, topic, false)
 	if err != nil {
 		return 0, err
 	}

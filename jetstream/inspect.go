@@ -160,7 +160,7 @@ func (b *Bus) lookupGroup(ctx context.Context, topic, group string) (*topicInfo,
 	if err := facade.ValidateGroup(group); err != nil {
 		return nil, nil, err
 	}
-	ti, err := b.existingTopic(ctx, topic)
+	ti, err := b.groupTopic(ctx, topic, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -174,14 +174,15 @@ func (b *Bus) lookupGroup(ctx context.Context, topic, group string) (*topicInfo,
 // Groups lists the groups of topic, sorted by name, with their cursors and
 // counts: the consumers of the topic's stream that the bus made for the
 // topic, and consumers made outside the hub whose filter subjects are the
-// topic's. It is the one definition of a topic's groups; [Bus.GetCursor]
-// and [Bus.Group] find a group the same way. Errors wrap
+// topic's. topic may be a pattern: the groups that read that topic family.
+// It is the one definition of a topic's groups; [Bus.GetCursor],
+// [Bus.Group] and the group actions find a group the same way. Errors wrap
 // [facade.ErrNotFound] when no stream holds the topic, or
 // [facade.ErrUnavailable].
 func (b *Bus) Groups(ctx context.Context, topic string) ([]GroupInfo, error) {
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
-	ti, err := b.existingTopic(ctx, topic)
+	ti, err := b.groupTopic(ctx, topic, false)
 	if err != nil {
 		return nil, err
 	}

@@ -22,13 +22,14 @@ import (
 )
 
 // Topic returns where topic is stored and its stream's limits, without
-// creating anything (see [Bus.LookupTopic]). Errors wrap
+// creating anything (see [Bus.LookupTopic]). topic may be a pattern a group
+// reads (a topic family): its stream is the family's. Errors wrap
 // [facade.ErrBadTopic], [facade.ErrNotFound] when no stream captures the
 // topic, or [facade.ErrUnavailable].
 func (b *Bus) Topic(ctx context.Context, topic string) (*inspect.Topic, error) {
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
-	ti, err := b.existingTopic(ctx, topic)
+	ti, err := b.groupTopic(ctx, topic, false)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +50,7 @@ func (b *Bus) Topic(ctx context.Context, topic string) (*inspect.Topic, error) {
 func (b *Bus) StreamState(ctx context.Context, topic string) (inspect.StreamState, error) {
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
-	ti, err := b.existingTopic(ctx, topic)
+	ti, err := b.groupTopic(ctx, topic, false)
 	if err != nil {
 		return inspect.StreamState{}, err
 	}
@@ -138,7 +139,7 @@ func noMessage(err error) bool {
 // never holds more than one fetch batch. ctx bounds the whole scan.
 func (b *Bus) Scan(ctx context.Context, topic string, s inspect.Scan, fn func(e *inspect.StoredEvent) bool) (next uint64, end bool, err error) {
 	next = max(s.From, 1)
-	ti, err := b.existingTopic(ctx, topic)
+	ti, err := b.groupTopic(ctx, topic, false)
 	if err != nil {
 		return next, false, err
 	}

@@ -128,15 +128,9 @@ func (b *Bus) lookupTopic(ctx context.Context, topic string, create bool) (*topi
 		}
 		return b.topicFromStream(ctx, topic, s)
 	}
-	undo := func() {}
-	if g := b.cfg.Guard; g != nil {
-		if undo, err = g.CreateTopic(ctx, topic); err != nil {
-			return nil, err
-		}
-		// A creator id makes this creation's config unique: JetStream
-		// answers a create with an identical config as success, so a hub
-		// that lost the race would count the topic as its creation too.
-		sc.Metadata = map[string]string{"eventhub_creator": facade.NewID()}
+	undo, err := b.guardTopic(ctx, topic, &sc)
+	if err != nil {
+		return nil, err
 	}
 	s, err := b.js.CreateStream(ctx, sc)
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
@@ -151,6 +145,25 @@ func (b *Bus) lookupTopic(ctx context.Context, topic string, create bool) (*topi
 	b.log.Info("stream created", "stream", sc.Name, "topic", topic, "storage", sc.Storage.String(),
 		"max_age", sc.MaxAge, "compaction", tc.Compaction, "replicas", sc.Replicas)
 	return b.topicFromStream(ctx, topic, s)
+}
+
+// guardTopic asks the Guard, if any, before the bus creates sc, the own
+// stream of topic: the creation counts against the quota of the principal
+// ctx carries. undo gives the count back when the stream is not created
+// after all.
+func (b *Bus) guardTopic(ctx context.Context, topic string, sc *jetstream.StreamConfig) (undo func(), err error) {
+	g := b.cfg.Guard
+	if g == nil {
+		return func() {}, nil
+	}
+	if undo, err = g.CreateTopic(ctx, topic); err != nil {
+		return nil, err
+	}
+	// A creator id makes this creation's config unique: JetStream answers
+	// a create with an identical config as success, so a hub that lost the
+	// race would count the topic as its creation too.
+	sc.Metadata = map[string]string{"eventhub_creator": facade.NewID()}
+	return undo, nil
 }
 
 // streamJustCreated looks up a stream that another hub may have created a

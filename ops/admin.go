@@ -84,9 +84,10 @@ func (w *statusWriter) WriteHeader(code int) {
 }
 
 // admin authorizes an admin request (Config.AuthorizeAdmin), validates its
-// topic and group, runs it, and writes one audit record: who, what, with
-// which arguments, and the answer's status.
-func (h *Handler) admin(fn adminFunc) http.Handler {
+// topic (a pattern too, when pattern is set: see groupRoutes) and group,
+// runs it, and writes one audit record: who, what, with which arguments,
+// and the answer's status.
+func (h *Handler) admin(fn adminFunc, pattern bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w}
 		principal, err := h.adminPrincipal(r)
@@ -94,11 +95,14 @@ func (h *Handler) admin(fn adminFunc) http.Handler {
 			err = sameSite(r)
 		}
 		if err == nil {
-			err = validNames(r)
+			err = validNames(r, pattern)
 		}
-		if err != nil {
+		switch {
+		case err != nil:
 			h.writeError(sw, r, err)
-		} else {
+		case h.cfg.BindPrincipal != nil:
+			fn(sw, r.WithContext(h.cfg.BindPrincipal(r.Context(), principal)), principal)
+		default:
 			fn(sw, r, principal)
 		}
 		status := cmpStatus(sw.status)
@@ -179,11 +183,12 @@ func sameSite(r *http.Request) error {
 	return nil
 }
 
-// validNames refuses a malformed topic or group before anything else.
-func validNames(r *http.Request) error {
+// validNames refuses a malformed topic or group before anything else;
+// pattern: the topic may be a pattern.
+func validNames(r *http.Request, pattern bool) error {
 	q := r.URL.Query()
 	if q.Has("topic") {
-		if err := facade.ValidateTopic(q.Get("topic")); err != nil {
+		if err := validTopic(q.Get("topic"), pattern); err != nil {
 			return err
 		}
 	}
@@ -233,9 +238,10 @@ func boolParam(r *http.Request, name string) (bool, error) {
 	return b, nil
 }
 
-// topicGroup resolves the topic and group a group action names.
+// topicGroup resolves the topic (or pattern) and group a group action
+// names.
 func (h *Handler) topicGroup(ctx context.Context, r *http.Request) (*inspect.Topic, string, error) {
-	ti, err := h.lookupTopic(ctx, r)
+	ti, err := h.lookupGroupTopic(ctx, r)
 	if err != nil {
 		return nil, "", err
 	}

@@ -38,7 +38,7 @@ func (h *Handler) adminGroups(w http.ResponseWriter, r *http.Request, _ string) 
 	defer cancel()
 	var topics []string
 	if r.URL.Query().Get("topic") != "" {
-		ti, err := h.lookupTopic(ctx, r)
+		ti, err := h.lookupGroupTopic(ctx, r)
 		if err != nil {
 			h.writeError(w, r, err)
 			return
@@ -88,15 +88,25 @@ func (h *Handler) adminGroupOf(topic string, gi *inspect.GroupInfo, dead int, at
 }
 
 // deadLetterCounts counts the dead letters of topic per group, reading the
-// headers of at most maxScan messages of <topic>.dlq.
+// headers of at most maxScan messages of <topic>.dlq. A group over a
+// pattern dead-letters each event to the dead-letter topic of the event's
+// own topic: <pattern>.dlq reads them all, but for a pattern ending in
+// "**", whose dead-letter topics no pattern names apart from its events,
+// the pattern's own messages are read.
 func (h *Handler) deadLetterCounts(ctx context.Context, topic string) (map[string]int, bool, error) {
 	counts := map[string]int{}
-	_, end, err := h.bus.Scan(ctx, facade.DeadLetterTopic(topic), inspect.Scan{From: 1, Max: maxScan, HeadersOnly: true}, func(e *inspect.StoredEvent) bool {
-		counts[e.Event.Headers["dlq_group"]]++
+	scope := facade.DeadLetterTopic(topic)
+	if strings.HasSuffix(topic, "**") {
+		scope = topic
+	}
+	_, end, err := h.bus.Scan(ctx, scope, inspect.Scan{From: 1, Max: maxScan, HeadersOnly: true}, func(e *inspect.StoredEvent) bool {
+		if g, ok := e.Event.Headers["dlq_group"]; ok {
+			counts[g]++
+		}
 		return true
 	})
-	if errors.Is(err, facade.ErrNotFound) {
-		return counts, false, nil
+	if errors.Is(err, facade.ErrNotFound) || facade.IsPattern(topic) && errors.Is(err, facade.ErrBadTopic) {
+		return counts, false, nil // none yet: no stream holds them
 	}
 	if err != nil {
 		return nil, false, err
@@ -147,17 +157,23 @@ func (h *Handler) adminSeek(w http.ResponseWriter, r *http.Request, _ string) {
 		return
 	}
 	g, err := h.bus.SeekGroup(ctx, ti.Topic, group, next)
-	h.writeGroup(w, r, ti.Topic, g, err, map[string]any{"next": next})
+	h.writeGroup(ctx, w, r, ti.Topic, g, err, map[string]any{"next": next})
 }
 
-// writeGroup answers a group's state after an action, with extra fields,
-// or the action's error.
-func (h *Handler) writeGroup(w http.ResponseWriter, r *http.Request, topic string, gi *inspect.GroupInfo, err error, extra map[string]any) {
+// writeGroup answers a group's state after an action, as the group list
+// shows it (its dead letters counted), with extra fields, or the action's
+// error.
+func (h *Handler) writeGroup(ctx context.Context, w http.ResponseWriter, r *http.Request, topic string, gi *inspect.GroupInfo, err error, extra map[string]any) {
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	out := map[string]any{"group": h.adminGroupOf(topic, gi, 0, false)}
+	dl, atLeast, err := h.deadLetterCounts(ctx, topic)
+	if err != nil {
+		h.writeError(w, r, fmt.Errorf("the action was done, but the group's dead letters could not be counted: %w", err))
+		return
+	}
+	out := map[string]any{"group": h.adminGroupOf(topic, gi, dl[gi.Group], atLeast)}
 	for k, v := range extra {
 		out[k] = v
 	}
@@ -204,7 +220,7 @@ func (h *Handler) adminPause(w http.ResponseWriter, r *http.Request, _ string) {
 		until = h.cfg.Now().Add(d)
 	}
 	g, err := h.bus.PauseGroup(ctx, ti.Topic, group, until)
-	h.writeGroup(w, r, ti.Topic, g, err, map[string]any{"pauseUntilMs": until.UnixMilli()})
+	h.writeGroup(ctx, w, r, ti.Topic, g, err, map[string]any{"pauseUntilMs": until.UnixMilli()})
 }
 
 // adminResume resumes a paused group.
@@ -217,7 +233,7 @@ func (h *Handler) adminResume(w http.ResponseWriter, r *http.Request, _ string) 
 		return
 	}
 	g, err := h.bus.ResumeGroup(ctx, ti.Topic, group)
-	h.writeGroup(w, r, ti.Topic, g, err, nil)
+	h.writeGroup(ctx, w, r, ti.Topic, g, err, nil)
 }
 
 // adminDeleteGroup deletes a group's consumer with its cursor. Members

@@ -419,6 +419,109 @@ func TestAdminDeadLetters(t *testing.T) {
 	}
 }
 
+// TestAdminGroupActionsCountDeadLetters: seek, pause and resume answer the
+// group as the group list shows it, with its dead letters counted.
+func TestAdminGroupActionsCountDeadLetters(t *testing.T) {
+	e := newEnv(t, jetstream.Config{}, ops.Config{})
+	deadLetters(t, e, "adm.dc", 3)
+	if g := e.groupState(t, "adm.dc", "failing"); g.DeadLettered != 3 {
+		t.Fatalf("the group list: %+v, want 3 dead-lettered", g)
+	}
+	for _, action := range []string{"seek?to=earliest&", "pause?for=1m&", "resume?"} {
+		var out struct{ Group adminGroup }
+		e.mustCall(t, "POST", "/admin/groups/"+action+"topic=adm.dc&group=failing", &out)
+		if out.Group.Group != "failing" || out.Group.DeadLettered != 3 {
+			t.Errorf("%s: %+v, want 3 dead-lettered", action, out.Group)
+		}
+	}
+}
+
+// TestGroupOverAPattern: a group over a topic family ("afam.*") is listed
+// with the others, its dead letters counted, and is read through /cursors
+// and /lag, sought, paused, resumed and deleted by its pattern. A pattern
+// where a topic is required is still refused.
+func TestGroupOverAPattern(t *testing.T) {
+	e := newEnv(t, jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "afam.**", Stream: "AFAM"}}}, ops.Config{})
+	ctx := t.Context()
+	for _, topic := range []string{"afam.a", "afam.b"} {
+		publish(t, e.bus, topic, `{}`, "")
+	}
+	// A fan-in group whose handler fails every event: one dead letter of
+	// each topic.
+	sub, err := e.bus.Subscribe(ctx, "afam.*", "fan", func(context.Context, facade.Delivery) error {
+		return errors.New("cannot handle this")
+	}, facade.SubscribeOptions{From: facade.FromEarliest, MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, 20*time.Second, func() error {
+		if g := e.groupState(t, "afam.*", "fan"); g.DeadLettered != 2 || g.Lag != 0 {
+			return fmt.Errorf("the group: %+v, want 2 dead-lettered", g)
+		}
+		return nil
+	})
+	if err := sub.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.bus.SetCursor(ctx, "afam.a", "one", facade.CursorPosition{}); err != nil {
+		t.Fatal(err)
+	}
+	var all struct{ Groups []adminGroup }
+	e.mustCall(t, "GET", "/admin/groups", &all)
+	for _, want := range [][2]string{{"afam.*", "fan"}, {"afam.a", "one"}} {
+		if !slices.ContainsFunc(all.Groups, func(g adminGroup) bool { return g.Topic == want[0] && g.Group == want[1] }) {
+			t.Errorf("GET /admin/groups misses %s/%s: %+v", want[0], want[1], all.Groups)
+		}
+	}
+	var cursors struct {
+		Topic   string
+		Cursors []struct{ Group string }
+	}
+	e.mustCall(t, "GET", "/cursors?topic=afam.*", &cursors)
+	if cursors.Topic != "afam.*" || len(cursors.Cursors) != 1 || cursors.Cursors[0].Group != "fan" {
+		t.Errorf("/cursors of afam.*: %+v", cursors)
+	}
+	var lag struct {
+		Group string
+		Lag   uint64
+	}
+	e.mustCall(t, "GET", "/lag?topic=afam.*&group=fan", &lag)
+	if lag.Group != "fan" || lag.Lag != 0 {
+		t.Errorf("/lag of afam.*/fan: %+v", lag)
+	}
+	var out struct{ Group adminGroup }
+	e.mustCall(t, "POST", "/admin/groups/seek?topic=afam.*&group=fan&to=earliest", &out)
+	if out.Group.Lag != 2 || out.Group.DeadLettered != 2 {
+		t.Errorf("seek to earliest: %+v", out.Group)
+	}
+	e.mustCall(t, "POST", "/admin/groups/seek?topic=afam.*&group=fan&to=latest", &out)
+	if out.Group.Lag != 0 {
+		t.Errorf("seek to latest: %+v", out.Group)
+	}
+	e.mustCall(t, "POST", "/admin/groups/pause?topic=afam.*&group=fan", &out)
+	if !out.Group.Paused {
+		t.Errorf("pause: %+v", out.Group)
+	}
+	out = struct{ Group adminGroup }{} // paused is left out when false
+	e.mustCall(t, "POST", "/admin/groups/resume?topic=afam.*&group=fan", &out)
+	if out.Group.Paused {
+		t.Errorf("resume: %+v", out.Group)
+	}
+	e.mustCall(t, "DELETE", "/admin/groups?topic=afam.*&group=fan", nil)
+	if s := e.call(t, "GET", "/lag?topic=afam.*&group=fan", nil); s != http.StatusNotFound {
+		t.Errorf("/lag of the deleted group: %d, want 404", s)
+	}
+	// A topic's own calls still want a topic.
+	for _, path := range []string{"/admin/topics?topic=afam.*", "/admin/events/browse?topic=afam.*"} {
+		if s := e.call(t, "GET", path, nil); s != http.StatusBadRequest {
+			t.Errorf("GET %s: %d, want 400", path, s)
+		}
+	}
+	if s := e.call(t, "GET", "/admin/groups?topic=afam.**.x", nil); s != http.StatusBadRequest {
+		t.Errorf("a malformed pattern: %d, want 400", s)
+	}
+}
+
 func TestAdminEvents(t *testing.T) {
 	e := newEnv(t, jetstream.Config{}, ops.Config{})
 	var evs []*facade.EventRecord

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -44,6 +45,11 @@ type Config struct {
 	// as "anonymous" (listen on loopback only); with Authorize set, every
 	// admin request is refused with 403.
 	AuthorizeAdmin func(r *http.Request) (principal string, err error)
+	// BindPrincipal, when set, returns the context an admin request runs
+	// in, given its principal (as AuthorizeAdmin returned it, or
+	// "anonymous"): the hub binds the principal whose topic quota a topic
+	// the request creates counts against.
+	BindPrincipal func(ctx context.Context, principal string) context.Context
 	// Sessions lists and disconnects WebSocket sessions for the admin
 	// API (the hub's gateway); nil lists none.
 	Sessions SessionDirectory

@@ -55,11 +55,21 @@ func param(r *http.Request, name string) (string, error) {
 
 // lookupTopic finds the stream of the topic named by the query.
 func (h *Handler) lookupTopic(ctx context.Context, r *http.Request) (*inspect.Topic, error) {
+	return h.lookup(ctx, r, false)
+}
+
+// lookupGroupTopic finds the stream of what a group reads, named by the
+// query: a topic, or a pattern over a topic family.
+func (h *Handler) lookupGroupTopic(ctx context.Context, r *http.Request) (*inspect.Topic, error) {
+	return h.lookup(ctx, r, true)
+}
+
+func (h *Handler) lookup(ctx context.Context, r *http.Request, pattern bool) (*inspect.Topic, error) {
 	topic, err := param(r, "topic")
 	if err != nil {
 		return nil, err
 	}
-	if err := facade.ValidateTopic(topic); err != nil {
+	if err := validTopic(topic, pattern); err != nil {
 		return nil, err
 	}
 	ti, err := h.bus.Topic(ctx, topic)
@@ -103,7 +113,7 @@ type cursorsJSON struct {
 func (h *Handler) cursors(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
-	ti, err := h.lookupTopic(ctx, r)
+	ti, err := h.lookupGroupTopic(ctx, r)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -174,7 +184,7 @@ type lagJSON struct {
 func (h *Handler) lag(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
-	ti, err := h.lookupTopic(ctx, r)
+	ti, err := h.lookupGroupTopic(ctx, r)
 	if err != nil {
 		h.writeError(w, r, err)
 		return

@@ -76,25 +76,43 @@ func (h *Handler) Register(mux *http.ServeMux) {
 		fn := handlers[pattern]
 		probe := pattern == "GET /healthz" || pattern == "GET /readyz"
 		if h.cfg.Authorize != nil && (!probe || h.cfg.AuthorizeProbes) {
-			mux.Handle(pattern, h.authorized(fn))
+			mux.Handle(pattern, h.authorized(fn, groupRoutes[pattern]))
 		} else {
 			mux.Handle(pattern, fn)
 		}
 	}
 	admin := h.adminHandlers()
 	for _, pattern := range adminRoutes {
-		mux.Handle(pattern, h.admin(admin[pattern]))
+		mux.Handle(pattern, h.admin(admin[pattern], groupRoutes[pattern]))
 	}
+}
+
+// groupRoutes are the routes about a group, whose topic may be a pattern:
+// a group reads a topic, or a pattern over a topic family.
+var groupRoutes = map[string]bool{
+	"GET /cursors": true, "GET /lag": true,
+	"GET /admin/groups": true, "POST /admin/groups/seek": true, "POST /admin/groups/pause": true,
+	"POST /admin/groups/resume": true, "DELETE /admin/groups": true,
+}
+
+// validTopic validates the topic a request names: a topic, or, when
+// pattern is set (a group's topic), a pattern.
+func validTopic(topic string, pattern bool) error {
+	if pattern {
+		return facade.ValidatePattern(topic)
+	}
+	return facade.ValidateTopic(topic)
 }
 
 // authorized runs Config.Authorize before next. A malformed topic or group
 // is refused first (400 bad_topic / bad_group): an authorizer cannot judge
-// a name that is not one, and 403 would suggest that it exists.
-func (h *Handler) authorized(next http.Handler) http.Handler {
+// a name that is not one, and 403 would suggest that it exists. pattern:
+// the topic may be a pattern (see groupRoutes).
+func (h *Handler) authorized(next http.Handler, pattern bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		if q.Has("topic") {
-			if err := facade.ValidateTopic(q.Get("topic")); err != nil {
+			if err := validTopic(q.Get("topic"), pattern); err != nil {
 				h.writeError(w, r, err)
 				return
 			}
