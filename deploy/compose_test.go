@@ -127,7 +127,8 @@ func (p *project) must(args ...string) string {
 // its volumes.
 func up(t *testing.T, tool []string, file string, services []string) *project {
 	t.Helper()
-	p := &project{t: t, tool: tool, name: fmt.Sprintf("eventhub-test-%d", os.Getpid()), file: file}
+	p := &project{t: t, tool: tool, name: fmt.Sprintf("%s%d", projectPrefix, os.Getpid()), file: file}
+	p.downStale()
 	start := time.Now()
 	p.must("build")
 	t.Logf("%s: compose build took %v", file, time.Since(start).Round(time.Second))
@@ -147,6 +148,30 @@ func up(t *testing.T, tool []string, file string, services []string) *project {
 	}
 	t.Logf("%s: up and healthy in %v", file, time.Since(start).Round(time.Second))
 	return p
+}
+
+// projectPrefix starts the name of every project these tests bring up.
+const projectPrefix = "eventhub-test-"
+
+// downStale takes down what an earlier run left up (a run killed before
+// its cleanup): it would hold the ports the files publish.
+func (p *project) downStale() {
+	out, err := exec.Command("docker", "ps", "-a", "--format", `{{.Label "com.docker.compose.project"}}`).Output()
+	if err != nil {
+		p.t.Fatalf("docker ps: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, name := range strings.Fields(string(out)) {
+		if !strings.HasPrefix(name, projectPrefix) || seen[name] {
+			continue
+		}
+		seen[name] = true
+		stale := &project{t: p.t, tool: p.tool, name: name, file: p.file}
+		if out, err := stale.compose("down", "-v", "--remove-orphans", "-t", "1"); err != nil {
+			p.t.Fatalf("taking down %s, left by an earlier run: %v\n%s", name, err, out)
+		}
+		p.t.Logf("took down %s, left by an earlier run", name)
+	}
 }
 
 // container is the id of service's container.
