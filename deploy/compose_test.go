@@ -27,6 +27,7 @@ import (
 	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/client"
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/natstest"
 	"github.com/eventhub/eventhub/internal/testutil"
 )
 
@@ -408,9 +409,8 @@ func followSSE(t *testing.T, h hubPorts, topic string) chan string {
 }
 
 // nativeChecks connects to NATS on the published port as an existing NATS
-// client would: the static token gets the JetStream API through the hub's
-// auth callout, a wrong token and a scoped token are refused (the files
-// leave nativeScopedClients off).
+// client would, with a hub token (the files leave nativeScopedClients off,
+// so a scoped token is refused).
 func nativeChecks(t *testing.T, topic string) {
 	t.Helper()
 	scoped, err := auth.MintHS256([]byte(jwtSecret), auth.MintClaims{Subject: "compose-native",
@@ -418,44 +418,7 @@ func nativeChecks(t *testing.T, topic string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, opt := range []nats.Option{nats.Token("not-a-token"), nats.Token(scoped)} {
-		if nc, err := nats.Connect(natsURL, opt, nats.Timeout(5*time.Second), nats.NoReconnect()); err == nil {
-			nc.Close()
-			t.Fatal("NATS accepted a native client without a hub token with the admin scope")
-		}
-	}
-	nc, err := nats.Connect(natsURL, nats.Token(devToken))
-	if err != nil {
-		t.Fatalf("native client with the static token: %v", err)
-	}
-	defer nc.Close()
-	js, err := njs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload := `{"via":"nats"}`
-	testutil.CheckFor(t, 15*time.Second, func() error {
-		_, err := js.Publish(t.Context(), topic, []byte(payload))
-		return err
-	})
-	name, err := js.StreamNameBySubject(t.Context(), topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := js.Stream(t.Context(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testutil.CheckFor(t, 10*time.Second, func() error {
-		m, err := s.GetLastMsgForSubject(t.Context(), topic)
-		if err != nil {
-			return err
-		}
-		if string(m.Data) != payload {
-			return fmt.Errorf("last message is %s", m.Data)
-		}
-		return nil
-	})
+	natstest.CheckCalloutAuth(t, natsURL, devToken, scoped, topic)
 }
 
 // stream is the JetStream stream of topic, read through NATS on the
