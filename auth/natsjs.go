@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/eventhub/eventhub/acl"
+	"github.com/eventhub/eventhub/auth/natsgrant"
 )
 
 // Directory tells native-client authentication where topics live, so that
@@ -107,12 +108,12 @@ func (g *jsGrants) consumer(stream, name string) {
 // ok is false when no JetStream subject can be granted: a policy with an
 // allow entry that begins with a wildcard ("**", "*.x") would cover the
 // JetStream API itself, which then stays denied whole (an account of its
-// own expands such entries first: see expandLeading).
+// own expands such entries first: see natsgrant.Input).
 func jetStreamGrants(ctx context.Context, dir Directory, p *acl.CompiledPolicy, pub, sub []string) (grants []string, ok bool, err error) {
 	var filters []string
 	read := map[string]bool{} // filters of subscribe rules: their groups are listed
 	for i, e := range append(slices.Clone(pub), sub...) {
-		if leadingWildcard(e) {
+		if natsgrant.LeadingWildcard(e) {
 			return nil, false, nil
 		}
 		s, _, _ := strings.Cut(e, " ")

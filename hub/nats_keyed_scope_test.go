@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/eventhub/eventhub/acl"
 	"github.com/eventhub/eventhub/facade"
 )
 
@@ -80,5 +81,37 @@ func TestNativeDeepWildcardKeepsOffShallowerKeyedEvents(t *testing.T) {
 				t.Errorf("a native client stored %v into topic %s", got, tc.topic)
 			}
 		})
+	}
+}
+
+// TestNativeGroupRuleGivesNoLiveReads: a subscribe rule restricted to
+// groups grants the groups' durable consumers; over WebSocket it gives no
+// live subscription, and natively no core subscription either, queue group
+// named after the group or not.
+func TestNativeGroupRuleGivesNoLiveReads(t *testing.T) {
+	h := jsHub(t)
+	policy := acl.Policy{Rules: []acl.Rule{
+		{Effect: acl.EffectAllow, Action: acl.ActionSubscribe, Topics: []string{"billing.*"}, Groups: []string{"billing"}},
+	}}
+	c := connectNative(t, h, mintPolicy(t, time.Minute, policy))
+	msgs := make(chan *nats.Msg, 16)
+	for _, q := range []string{"billing", ""} {
+		for len(c.errs) > 0 {
+			<-c.errs
+		}
+		if _, err := c.nc.ChanQueueSubscribe("billing.*", q, msgs); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.After(5 * time.Second)
+		for refused := false; !refused; {
+			select {
+			case err := <-c.errs:
+				refused = strings.Contains(err.Error(), "Permissions Violation for Subscription to \"billing.*\"")
+			case m := <-msgs:
+				t.Fatalf("read %s live under a rule restricted to groups", m.Subject)
+			case <-deadline:
+				t.Fatalf("queue %q: a live subscription under a rule restricted to groups was accepted", q)
+			}
+		}
 	}
 }
