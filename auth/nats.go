@@ -191,10 +191,6 @@ func (n *NATS) authorize(ctx context.Context, token string, ownAccount bool) (id
 		return nil, nil, nil, "policy_not_expressible"
 	}
 	in := natsgrant.Input{Policy: id.Policy, OwnAccount: ownAccount, Reserved: []string{hubInbox, apiPrefix + ">"}}
-	var dir Directory
-	if d := n.dir.Load(); d != nil {
-		dir = d.Directory
-	}
 	var account string
 	if ownAccount {
 		// An account is a principal's: tokens without a subject would share
@@ -207,33 +203,12 @@ func (n *NATS) authorize(ctx context.Context, token string, ownAccount bool) (id
 			principal = "static:" + id.Subject
 		}
 		account = accountName(principal, pub, sub)
-		if slices.ContainsFunc(pub, natsgrant.LeadingWildcard) || slices.ContainsFunc(sub, natsgrant.LeadingWildcard) {
-			var all []Stream
-			if dir != nil {
-				var err error
-				if all, err = dir.TopicStreams(ctx, ">", true); err != nil {
-					n.log.Warn("native NATS client gets no wildcard topics: streams could not be listed", "err", err, "subject", id.Subject)
-				} else {
-					dir = listed{dir, all}
-				}
-			}
-			var subjects []string
-			for _, st := range all {
-				subjects = append(subjects, st.Subjects...)
-			}
-			in.FirstTokens = natsgrant.FirstTokens(subjects)
+	}
+	if d := n.dir.Load(); d != nil {
+		var err error
+		if in.Catalogue, err = catalogue(ctx, d.Directory, ownAccount, pub, sub); err != nil {
+			n.log.Warn("native NATS client gets no JetStream API nor wildcard topics: streams could not be listed", "err", err, "subject", id.Subject)
 		}
-	}
-	if pub, sub, err = natsgrant.Topics(in); err != nil {
-		return nil, nil, nil, "policy_not_expressible"
-	}
-	js, jsOK, err := jetStreamGrants(ctx, dir, id.Policy, pub, sub)
-	if err != nil {
-		n.log.Warn("native NATS client gets no JetStream API: streams could not be listed", "err", err, "subject", id.Subject)
-		jsOK = false
-	}
-	if jsOK {
-		in.JetStream = js
 	}
 	g, err := natsgrant.Compile(in)
 	if err != nil {
@@ -252,6 +227,52 @@ func (n *NATS) authorize(ctx context.Context, token string, ownAccount bool) (id
 		Publish:   &server.SubjectPermission{Allow: g.Publish.Allow, Deny: g.Publish.Deny},
 		Subscribe: &server.SubjectPermission{Allow: g.Subscribe.Allow, Deny: g.Subscribe.Deny},
 	}, plan, ""
+}
+
+// catalogue takes the snapshot of the streams that a policy with topic
+// entries pub and sub (" group" suffixes allowed) needs: every stream, with
+// its groups, when an own account expands an entry beginning with a
+// wildcard; otherwise the streams of each entry, with their groups for
+// subscribe entries. On error the snapshot is not Listed.
+func catalogue(ctx context.Context, dir Directory, ownAccount bool, pub, sub []string) (natsgrant.Catalogue, error) {
+	cat := natsgrant.Catalogue{StreamFor: dir.StreamNameFor, ConsumerName: dir.ConsumerName}
+	if ownAccount && (slices.ContainsFunc(pub, natsgrant.LeadingWildcard) || slices.ContainsFunc(sub, natsgrant.LeadingWildcard)) {
+		all, err := dir.TopicStreams(ctx, ">", true)
+		if err != nil {
+			return cat, err
+		}
+		cat.Streams, cat.Listed = all, true
+		return cat, nil
+	}
+	read := map[string]bool{}
+	var filters []string
+	for i, e := range slices.Concat(pub, sub) {
+		f, _, _ := strings.Cut(e, " ")
+		if natsgrant.LeadingWildcard(f) {
+			continue
+		}
+		if !slices.Contains(filters, f) {
+			filters = append(filters, f)
+		}
+		read[f] = read[f] || i >= len(pub)
+	}
+	for _, f := range filters {
+		found, err := dir.TopicStreams(ctx, f, read[f])
+		if err != nil {
+			return natsgrant.Catalogue{}, err
+		}
+		for _, s := range found {
+			switch i := slices.IndexFunc(cat.Streams, func(o Stream) bool { return o.Name == s.Name }); {
+			case i < 0:
+				cat.Streams = append(cat.Streams, s)
+			case cat.Streams[i].Groups == nil:
+				// found again by a subscribe entry, with its groups
+				cat.Streams[i].Groups = s.Groups
+			}
+		}
+	}
+	cat.Listed = true
+	return cat, nil
 }
 
 func (n *NATS) refuse(c server.ClientAuthentication, code string) {

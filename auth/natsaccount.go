@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -68,24 +67,6 @@ type importPlan struct {
 	services []string // publish side: topics and JetStream API subjects
 	streams  []string // subscribe side: topics
 	topics   []string // the topic subjects it may publish or subscribe to
-}
-
-// listed is a Directory whose streams were listed once, every stream with
-// its groups: a policy whose rules begin with a wildcard reaches them all,
-// and its expanded rules look them up by subject from that one listing.
-type listed struct {
-	Directory
-	streams []Stream
-}
-
-func (l listed) TopicStreams(_ context.Context, filter string, _ bool) ([]Stream, error) {
-	var out []Stream
-	for _, s := range l.streams {
-		if collides(s.Subjects, []string{filter}) {
-			out = append(out, s)
-		}
-	}
-	return out, nil
 }
 
 // accountName names the account of principal subject with a policy whose

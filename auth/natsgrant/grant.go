@@ -3,10 +3,9 @@
 // permissions and the imports of its account. It is pure: no I/O, no NATS
 // server; it reuses nats-server's own subject matching.
 //
-// The input is the policy and a snapshot of the hub's catalogue (the first
-// tokens of its topics, for rules that begin with a wildcard), plus the
-// JetStream API subjects granted on the policy's streams; the output is one
-// [Grant]. What a grant lets a native client do is what the policy lets the
+// The input is the policy and a snapshot of the hub's catalogue (its
+// streams, their subjects and groups, and how the hub names streams and
+// groups); the output is one [Grant]. What a grant lets a native client do is what the policy lets the
 // same principal do over WebSocket and HTTP, never more: where NATS cannot
 // express a rule exactly, the grant is narrower (see [Compile]) or the
 // policy is refused ([ErrNotExpressible]).
@@ -42,12 +41,12 @@ const inbox = "_INBOX.>"
 type Input struct {
 	// Policy is the principal's policy (nil grants nothing).
 	Policy *acl.CompiledPolicy
-	// FirstTokens are the first subject tokens of the hub's topics, from a
-	// snapshot of its catalogue. In an own account, a rule beginning with a
-	// wildcard ("**", "*.x") reaches the topics under these tokens: an
-	// account cannot import ">" from the hub's account, which holds its
-	// inboxes and the JetStream API beside the topics.
-	FirstTokens []string
+	// Catalogue is a snapshot of the hub's streams. In an own account, a
+	// rule beginning with a wildcard ("**", "*.x") reaches the topics under
+	// the first tokens of its streams' subjects: an account cannot import
+	// ">" from the hub's account, which holds its inboxes and the
+	// JetStream API beside the topics.
+	Catalogue Catalogue
 	// OwnAccount is set when the principal gets a NATS account of its own
 	// that imports what it is granted; otherwise it shares the hub's
 	// account with subject permissions only.
@@ -55,10 +54,6 @@ type Input struct {
 	// Reserved are subjects no native client may publish or subscribe to
 	// (the hub's own inboxes and API), each denied in both directions.
 	Reserved []string
-	// JetStream are the JetStream API subjects granted on the streams and
-	// consumers of the policy's topics (computed from [Topics]); empty
-	// leaves the whole JetStream API denied.
-	JetStream []string
 }
 
 // Permission is a NATS subject permission: Allow and Deny lists.
@@ -89,15 +84,20 @@ type Grant struct {
 }
 
 // Topics returns the topic subjects the policy allows to publish and to
-// subscribe to, as in [Grant]: what the JetStream API subjects of
-// [Input.JetStream] are computed from.
+// subscribe to, as in [Grant]: the catalogue a grant needs holds the
+// streams of these subjects.
 func Topics(in Input) (pub, sub []string, err error) {
 	pub, sub, ok := in.Policy.NATSPermissions()
 	if !ok || slices.ContainsFunc(pub, systemEntry) || slices.ContainsFunc(sub, systemEntry) {
 		return nil, nil, ErrNotExpressible
 	}
 	if in.OwnAccount {
-		pub, sub = expandLeading(pub, in.FirstTokens), expandLeading(sub, in.FirstTokens)
+		var subjects []string
+		for _, st := range in.Catalogue.Streams {
+			subjects = append(subjects, st.Subjects...)
+		}
+		firsts := firstTokens(subjects)
+		pub, sub = expandLeading(pub, firsts), expandLeading(sub, firsts)
 	}
 	return pub, sub, nil
 }
@@ -115,8 +115,10 @@ func Topics(in Input) (pub, sub []string, err error) {
 //     shorter topic ("secret.data._k.k"): those are denied;
 //   - no live reads from a rule restricted to groups (those grant the
 //     groups' durable consumers, through the JetStream API);
-//   - its own reply inboxes (_INBOX.>), and nothing of SystemSubjects or
-//     Reserved beyond the JetStream subjects of the input.
+//   - the JetStream API on the streams and groups of its topics (see
+//     jetStream);
+//   - its own reply inboxes (_INBOX.>), and nothing else of
+//     SystemSubjects or Reserved.
 //
 // A deny needed for one rule can take back what another rule grants
 // (NATS applies every deny to every subscription); the grant is then
@@ -139,12 +141,10 @@ func Compile(in Input) (Grant, error) {
 	if err != nil {
 		return Grant{}, err
 	}
-	leading := slices.ContainsFunc(pub, LeadingWildcard) || slices.ContainsFunc(sub, LeadingWildcard)
 	system := slices.Clone(SystemSubjects)
-	if len(in.JetStream) > 0 && !leading {
+	if g.JetStream = jetStream(in.Policy, in.Catalogue, pub, sub); len(g.JetStream) > 0 {
 		// The allow list names every JetStream subject granted; no other
 		// entry reaches $JS (none begins with a wildcard).
-		g.JetStream = slices.Clone(in.JetStream)
 		system = slices.DeleteFunc(system, func(s string) bool { return s == "$JS.>" })
 	}
 	g.Publish = Permission{
@@ -166,7 +166,6 @@ func Compile(in Input) (Grant, error) {
 	return g, nil
 }
 
-// errOverlap: two imports would bring a message in twice.
 func notExpressible(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrNotExpressible}, args...)...)
 }

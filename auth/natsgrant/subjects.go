@@ -57,9 +57,9 @@ func expandLeading(entries, firsts []string) []string {
 	return out
 }
 
-// FirstTokens lists, sorted, the first tokens of subjects that can be
+// firstTokens lists, sorted, the first tokens of subjects that can be
 // topics: not wildcards, not system subjects.
-func FirstTokens(subjects []string) []string {
+func firstTokens(subjects []string) []string {
 	var out []string
 	for _, subj := range subjects {
 		t, _, _ := strings.Cut(subj, ".")
