@@ -163,32 +163,39 @@ func permissions(p *acl.CompiledPolicy, action acl.Action, entries []string) (al
 	}
 	denies = kept
 	// Pass 2: denies another entry covers whole, if that entry keeps its
-	// own denies.
+	// own denies. A deny made for several entries is dropped only for all
+	// of them.
+	owners := map[string][]int{}
+	var order []string
+	for _, d := range denies {
+		if owners[d.subject] == nil {
+			order = append(order, d.subject)
+		}
+		owners[d.subject] = append(owners[d.subject], d.owner)
+	}
 	touched := map[int]bool{} // entries with a deny dropped
 	witness := map[int]bool{} // entries whose cover dropped a deny
-	kept = nil
-	for _, d := range denies {
-		dropped := false
-		if !witness[d.owner] {
-			for _, a := range allows {
-				if a.owner != d.owner && !touched[a.owner] && server.SubjectMatchesFilter(d.subject, a.subject) {
-					touched[d.owner], witness[a.owner], dropped = true, true, true
-					break
-				}
-			}
+	for _, d := range order {
+		os := owners[d]
+		if slices.ContainsFunc(os, func(o int) bool { return witness[o] }) {
+			denyList = append(denyList, d)
+			continue
 		}
-		if !dropped {
-			kept = append(kept, d)
+		i := slices.IndexFunc(allows, func(a allowEntry) bool {
+			return !slices.Contains(os, a.owner) && !touched[a.owner] && server.SubjectMatchesFilter(d, a.subject)
+		})
+		if i < 0 {
+			denyList = append(denyList, d)
+			continue
+		}
+		witness[allows[i].owner] = true
+		for _, o := range os {
+			touched[o] = true
 		}
 	}
 	for _, a := range allows {
 		if !slices.Contains(allow, a.subject) {
 			allow = append(allow, a.subject)
-		}
-	}
-	for _, d := range kept {
-		if !slices.Contains(denyList, d.subject) {
-			denyList = append(denyList, d.subject)
 		}
 	}
 	if allow == nil {
