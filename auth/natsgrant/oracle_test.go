@@ -59,7 +59,7 @@ var segments = []string{"a", "b", "c"}
 //   - own: an account of its own; unlisted: the catalogue could not be
 //     listed.
 type spec struct {
-	rules, topics  string
+	rules, topics string
 	own, unlisted bool
 }
 
