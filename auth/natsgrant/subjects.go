@@ -181,9 +181,17 @@ func permissions(p *acl.CompiledPolicy, action acl.Action, entries []string) (al
 			denyList = append(denyList, d)
 			continue
 		}
-		i := slices.IndexFunc(allows, func(a allowEntry) bool {
-			return !slices.Contains(os, a.owner) && !touched[a.owner] && server.SubjectMatchesFilter(d, a.subject)
-		})
+		// Prefer a cover ending in ">": its own denies hold only keyed
+		// events, so it rarely needs another entry to cover them.
+		i := -1
+		for j, a := range allows {
+			if slices.Contains(os, a.owner) || touched[a.owner] || !server.SubjectMatchesFilter(d, a.subject) {
+				continue
+			}
+			if i < 0 || (strings.HasSuffix(a.subject, ">") && !strings.HasSuffix(allows[i].subject, ">")) {
+				i = j
+			}
+		}
 		if i < 0 {
 			denyList = append(denyList, d)
 			continue
