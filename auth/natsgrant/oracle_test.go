@@ -168,6 +168,12 @@ func (sp spec) scenario() (sc *scenario, ok bool) {
 		if facade.ValidateTopic(parts[0]) != nil {
 			return nil, false
 		}
+		for _, g := range parts[1:] {
+			// a consumer name
+			if g == "" || strings.ContainsAny(g, ".*> \t") {
+				return nil, false
+			}
+		}
 		if !slices.Contains(topics, parts[0]) {
 			topics = append(topics, parts[0])
 		}
