@@ -1,6 +1,6 @@
 // Package acl is eventhub's topic access policy and nothing else: topic
-// patterns, first-match-wins policies, OAuth-style scopes, and their
-// translation into NATS permissions. It does no I/O: verifying a token
+// patterns, first-match-wins policies and OAuth-style scopes (package
+// auth/natsgrant translates them into NATS permissions). It does no I/O: verifying a token
 // (JWT, JWKS) and minting one is package auth's work, which hands acl the
 // token's policy or scopes. The WebSocket gateway, the HTTP publish
 // endpoint and the native NATS port all enforce the same compiled policy.
@@ -50,8 +50,7 @@
 // into allow rules. CompileClaims compiles what a token carries: an
 // embedded policy takes precedence over scopes; scopes not addressed to
 // eventhub (no "publish:", "subscribe:" or "*:" prefix, e.g. "openid") are
-// ignored; a malformed eventhub scope is an error. CompiledPolicy.NATSPermissions
-// translates a policy into NATS allow lists when that is exact.
+// ignored; a malformed eventhub scope is an error.
 //
 // Errors are *facade.Error values matching ErrBadPolicy, ErrBadPattern or
 // ErrBadScope under errors.Is.

@@ -87,9 +87,12 @@ type Grant struct {
 // subscribe to, as in [Grant]: the catalogue a grant needs holds the
 // streams of these subjects.
 func Topics(in Input) (pub, sub []string, err error) {
-	pub, sub, ok := in.Policy.NATSPermissions()
-	if !ok || slices.ContainsFunc(pub, systemEntry) || slices.ContainsFunc(sub, systemEntry) {
-		return nil, nil, ErrNotExpressible
+	pub, sub, err = topicEntries(in.Policy)
+	if err != nil {
+		return nil, nil, err
+	}
+	if slices.ContainsFunc(pub, systemEntry) || slices.ContainsFunc(sub, systemEntry) {
+		return nil, nil, notExpressible("an entry names subjects outside the hub's topics")
 	}
 	if in.OwnAccount {
 		var subjects []string
