@@ -206,6 +206,8 @@ func TestCompileRefuses(t *testing.T) {
 		{scopes: []string{"publish:orders.*.eu", "publish:orders.us.*"}},
 		{scopes: []string{"subscribe:$JS.API.**"}},
 		{scopes: []string{"publish:_INBOX.x"}},
+		{scopes: []string{"subscribe:orders._k"}},
+		{scopes: []string{"publish:orders.*._k.*"}},
 		{scopes: []string{"subscribe:*"}, shared: true},
 	} {
 		in := natsgrant.Input{Policy: policy(t, tc.scopes...), OwnAccount: !tc.shared}

@@ -13,10 +13,18 @@ import (
 const keyMarker = "_k"
 
 // systemEntry reports whether a policy entry names a subject outside the
-// hub's topics: topics never begin with "$" or "_", so such a rule grants
-// nothing over WebSocket or HTTP, and natively it would open system
-// subjects ($JS.API…, _INBOX…).
-func systemEntry(e string) bool { return strings.HasPrefix(e, "$") || strings.HasPrefix(e, "_") }
+// hub's topics: no topic segment begins with "$" or "_", so such a rule
+// grants nothing over WebSocket or HTTP, and natively it would open system
+// subjects ($JS.API…, _INBOX…) or the key marker ("a._k").
+func systemEntry(e string) bool {
+	s, _, _ := strings.Cut(e, " ")
+	for t := range strings.SplitSeq(s, ".") {
+		if strings.HasPrefix(t, "$") || strings.HasPrefix(t, "_") {
+			return true
+		}
+	}
+	return false
+}
 
 // hasQueue reports whether an entry is restricted to a queue group
 // ("subject group").
@@ -77,8 +85,8 @@ type deny struct {
 	subject string
 	owner   int
 	// keyedOf is set when the deny holds only keyed events of the topics
-	// of this pattern (a NATS subject with "*" tokens, no ">"): it is
-	// dropped when the policy grants every one of those topics.
+	// of this pattern (literal tokens and "*", so a topic pattern too): it
+	// is dropped when the policy grants every one of those topics.
 	keyedOf string
 }
 
@@ -104,9 +112,11 @@ type allowEntry struct {
 //   - ending in ">": the entry, and denied the keyed subjects of the topic
 //     it extends ("orders._k.*": "orders.**" does not reach "orders");
 //   - with "*" as its one-but-last token ("secret.*.x", "secret.*.*.*"):
-//     denied the keyed subjects of the shorter topic that "*" matching "_k"
-//     yields ("secret._k.x", "secret.*.*._k" no, "secret.*._k.*"); with ">"
-//     last, "*" before it likewise ("a.*.>": "a._k.*").
+//     denied the keyed subjects of the shorter topic that this "*" matching
+//     "_k" makes of it ("secret._k.x", "secret.*._k.*"); with ">" last, the
+//     "*" before it likewise ("a.*.>": "a._k.*"). A "*" further ahead
+//     matching "_k" makes no subject of the hub's layout (a key is one
+//     token), so nothing there is denied.
 //
 // A deny is then dropped when every event it holds is granted anyway: when
 // the policy allows every topic whose keyed events it holds, or when
@@ -156,7 +166,7 @@ func permissions(p *acl.CompiledPolicy, action acl.Action, entries []string) (al
 	// Pass 1: denies of keyed events of topics the policy grants anyway.
 	kept := denies[:0]
 	for _, d := range denies {
-		if d.keyedOf != "" && p.AllowedAll(action, topicPattern(d.keyedOf), "") {
+		if d.keyedOf != "" && p.AllowedAll(action, d.keyedOf, "") {
 			continue
 		}
 		kept = append(kept, d)
@@ -211,10 +221,6 @@ func permissions(p *acl.CompiledPolicy, action acl.Action, entries []string) (al
 	}
 	return allow, denyList, nil
 }
-
-// topicPattern turns a NATS subject of topic tokens and "*" into the topic
-// pattern of the same topics.
-func topicPattern(subject string) string { return subject }
 
 // narrowImports drops subjects another entry covers and sorts the rest;
 // two entries that overlap without one covering the other would bring a
