@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/eventhub/eventhub/acl"
 )
 
 // testAuth places each client of the test server: user "hub" in the
@@ -229,6 +231,90 @@ func checkOnServer(t *testing.T, srv *server.Server, hubc *nats.Conn, c *compile
 	for _, s := range subjects {
 		if want := c.natsPublish(s); arrived[s] != want {
 			t.Errorf("publish %s arrived: %v, the model says %v (grant %+v)", s, arrived[s], want, c.grant)
+		}
+	}
+	if c.own {
+		checkReplies(t, hubc, nc, c)
+	}
+}
+
+// checkReplies: in an account of its own, the answer to a JetStream API
+// request the client makes comes back into that account whatever reply
+// subject it names: it reaches the hub's account (and a topic's stream)
+// only on a subject the client may publish to itself (NATS passes an
+// answer on through an import of that very subject).
+func checkReplies(t *testing.T, hubc, nc *nats.Conn, c *compiled) {
+	var mu sync.Mutex
+	answered := 0
+	api, err := hubc.Subscribe("$JS.API.>", func(m *nats.Msg) {
+		_ = m.Respond([]byte(`{}`))
+		mu.Lock()
+		answered++
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = api.Unsubscribe() }()
+	in, err := hubc.SubscribeSync(">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = in.Unsubscribe() }()
+	if err := hubc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var calls []string
+	for _, call := range c.jsCalls() {
+		if strings.HasPrefix(call.subject, "$JS.API.") && c.natsPublish(call.subject) && len(calls) < 3 {
+			calls = append(calls, call.subject)
+		}
+	}
+	if len(calls) == 0 {
+		return
+	}
+	sent := 0
+	for _, call := range calls {
+		for _, reply := range c.subjects {
+			if err := nc.PublishRequest(call, reply, nil); err != nil {
+				t.Fatal(err)
+			}
+			sent++
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := answered
+		mu.Unlock()
+		if n == sent {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d requests answered", n, sent)
+		}
+		if err := hubc.Flush(); err != nil { // a round trip, then look again
+			t.Fatal(err)
+		}
+	}
+	// The answers were sent before this fence: whatever they reached in
+	// the hub's account arrived before it.
+	if err := hubc.Publish(fenceSub, nil); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := in.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("the fence never arrived: %v", err)
+		}
+		if m.Subject == fenceSub {
+			return
+		}
+		if slices.Contains(c.subjects, m.Subject) && !c.aclAllows(acl.ActionPublish, m.Subject) {
+			t.Errorf("the answer to a request with reply subject %s reached the hub's account, where the policy refuses the client to publish", m.Subject)
 		}
 	}
 }
