@@ -564,11 +564,17 @@ func (c *compiled) check() (diff string, ops int) {
 		}
 	}
 	// Every filter, with and without a queue group: nothing the policy
-	// refuses is delivered.
+	// refuses is delivered; a wildcard subscription the policy allows whole
+	// is accepted.
 	for _, q := range []string{"", "g1"} {
 		for _, f := range c.filters {
 			acc, filtering := c.natsSubscribe([]string{f}, []string{q})
 			if !acc[0] {
+				ops++
+				if pat, ok := topicPatternOf(f); ok && c.policy.AllowedAll(acl.ActionSubscribe, pat, "") &&
+					!(c.own && c.leading()) && !c.narrowed(acl.ActionSubscribe, f, c.grant.Subscribe.Deny, c.grant.Subscribe.Allow) {
+					return fmt.Sprintf("subscribe %q queue %q: the policy allows it whole, NATS refuses it", f, q), ops
+				}
 				continue
 			}
 			for _, s := range c.subjects {
@@ -590,6 +596,21 @@ func (c *compiled) check() (diff string, ops int) {
 		}
 	}
 	return "", ops
+}
+
+// topicPatternOf returns the topic pattern of a subscription subject:
+// ">" is "**"; ok is false when it names no topics (a "_" token).
+func topicPatternOf(filter string) (string, bool) {
+	toks := strings.Split(filter, ".")
+	for i, t := range toks {
+		switch {
+		case t == ">":
+			toks[i] = "**"
+		case strings.HasPrefix(t, "_"):
+			return "", false
+		}
+	}
+	return strings.Join(toks, "."), true
 }
 
 // jsExpected reports whether the grant must allow a JetStream call the
