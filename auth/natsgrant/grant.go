@@ -29,10 +29,12 @@ import (
 // policy without granting more than it does.
 var ErrNotExpressible = errors.New("natsgrant: policy not expressible as NATS permissions")
 
-// SystemSubjects are never granted to native clients, whatever their policy
-// says: the JetStream and KV APIs, the system account, and other accounts'
-// subjects.
-var SystemSubjects = []string{"$JS.>", "$JSC.>", "$KV.>", "$O.>", "$SYS.>", "$NRG.>", "$G.>"}
+// systemSubjects are never granted to native clients, whatever their
+// policy says: the JetStream and KV APIs, the system account, and other
+// accounts' subjects (the JetStream API subjects of a grant excepted).
+func systemSubjects() []string {
+	return []string{"$JS.>", "$JSC.>", "$KV.>", "$O.>", "$SYS.>", "$NRG.>", "$G.>"}
+}
 
 // inbox is the clients' own reply subjects.
 const inbox = "_INBOX.>"
@@ -120,8 +122,8 @@ func Topics(in Input) (pub, sub []string, err error) {
 //     groups' durable consumers, through the JetStream API);
 //   - the JetStream API on the streams and groups of its topics (see
 //     jetStream);
-//   - its own reply inboxes (_INBOX.>), and nothing else of
-//     SystemSubjects or Reserved.
+//   - its own reply inboxes (_INBOX.>), and nothing else of the system
+//     subjects ($JS, $KV, $SYS…) or of Reserved.
 //
 // A deny needed for one rule can take back what another rule grants
 // (NATS applies every deny to every subscription); the grant is then
@@ -144,7 +146,7 @@ func Compile(in Input) (Grant, error) {
 	if err != nil {
 		return Grant{}, err
 	}
-	system := slices.Clone(SystemSubjects)
+	system := systemSubjects()
 	if g.JetStream = jetStream(in.Policy, in.Catalogue, pub, sub); len(g.JetStream) > 0 {
 		// The allow list names every JetStream subject granted; no other
 		// entry reaches $JS (none begins with a wildcard).
@@ -156,7 +158,7 @@ func Compile(in Input) (Grant, error) {
 	}
 	g.Subscribe = Permission{
 		Allow: append(subAllow, inbox),
-		Deny:  slices.Concat(SystemSubjects, in.Reserved, subDeny),
+		Deny:  slices.Concat(systemSubjects(), in.Reserved, subDeny),
 	}
 	if in.OwnAccount {
 		if g.Services, err = narrowImports(g.Publish.Allow); err != nil {
@@ -169,6 +171,7 @@ func Compile(in Input) (Grant, error) {
 	return g, nil
 }
 
+// notExpressible returns an error wrapping ErrNotExpressible that says why.
 func notExpressible(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrNotExpressible}, args...)...)
 }
