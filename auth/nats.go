@@ -36,7 +36,7 @@ import (
 //     exact for wildcard subscriptions too (see natsgrant.Compile); rules
 //     restricted to groups give no live subscriptions, only the groups;
 //   - the JetStream API is granted by stream and consumer name for the
-//     topics and groups the policy allows (see jetStreamGrants): stream
+//     topics and groups the policy allows (see natsgrant.Compile): stream
 //     lookup, direct gets, and binding to the hub's groups as durable
 //     consumers, so a native JetStream consumer bound to a group shares its
 //     work with the hub's members; no consumer is created or deleted

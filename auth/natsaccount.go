@@ -18,7 +18,7 @@ import (
 // policy grants:
 //
 //   - a service import for each subject it may publish to: its topics and
-//     the JetStream API subjects of jetStreamGrants. The server rewrites the
+//     the JetStream API subjects of its grant (natsgrant). The server rewrites the
 //     reply subject of every request crossing an import into a private one,
 //     so whatever reply subject a client names, JetStream's answer comes
 //     back into the client's own account: it cannot have the server write
