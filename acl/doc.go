@@ -39,7 +39,8 @@
 //
 // CompiledPolicy.Allowed also accepts wildcard subscriptions (a subscribe
 // topic containing "*" or "**" segments): they are allowed only if every
-// topic they could match is allowed, decided conservatively (see Allowed).
+// topic they could match is allowed, decided conservatively (see Allowed);
+// CompiledPolicy.AllowedAll asks the same of a pattern for either action.
 // Topics containing ">" segments, '*' inside a segment ("a*"), whitespace
 // or control characters are always denied, so a subject passed on to NATS
 // can never smuggle in a NATS wildcard that the policy did not see.
