@@ -11,8 +11,9 @@ import (
 )
 
 // TestForeignEventsReadBackInOneShape: a plain NATS publisher can store
-// what the hub refuses (a key token outside the key encoding, an id that
-// is not printable ASCII, a negative time); every reader gets such an
+// what the hub refuses (a key token outside the key encoding, a literal
+// wildcard among them, an id that is not printable ASCII, a negative
+// time); every reader gets such an
 // event in one shape: its topic's, with the token as its key, a made-up id
 // and the stored time.
 func TestForeignEventsReadBackInOneShape(t *testing.T) {
@@ -25,6 +26,7 @@ func TestForeignEventsReadBackInOneShape(t *testing.T) {
 	for _, tc := range []struct{ subject, key, id, ts string }{
 		{"pay.card._k.%ZZ", "%ZZ", "an id with spaces", "-5"},
 		{"pay.card._k.%FF", "%FF", "ok-id", "soon"},
+		{"pay.card._k.*", "*", "ok-id-2", "-1"},
 	} {
 		m := nats.NewMsg(tc.subject)
 		m.Data = []byte(`{"n":1}`)
