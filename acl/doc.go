@@ -1,6 +1,6 @@
 // Package acl is eventhub's topic access policy and nothing else: topic
-// patterns, first-match-wins policies, OAuth-style scopes, and their
-// translation into NATS permissions. It does no I/O: verifying a token
+// patterns, first-match-wins policies and OAuth-style scopes (package
+// auth/natsgrant translates them into NATS permissions). It does no I/O: verifying a token
 // (JWT, JWKS) and minting one is package auth's work, which hands acl the
 // token's policy or scopes. The WebSocket gateway, the HTTP publish
 // endpoint and the native NATS port all enforce the same compiled policy.
@@ -39,7 +39,8 @@
 //
 // CompiledPolicy.Allowed also accepts wildcard subscriptions (a subscribe
 // topic containing "*" or "**" segments): they are allowed only if every
-// topic they could match is allowed, decided conservatively (see Allowed).
+// topic they could match is allowed, decided conservatively (see Allowed);
+// CompiledPolicy.AllowedAll asks the same of a pattern for either action.
 // Topics containing ">" segments, '*' inside a segment ("a*"), whitespace
 // or control characters are always denied, so a subject passed on to NATS
 // can never smuggle in a NATS wildcard that the policy did not see.
@@ -50,8 +51,7 @@
 // into allow rules. CompileClaims compiles what a token carries: an
 // embedded policy takes precedence over scopes; scopes not addressed to
 // eventhub (no "publish:", "subscribe:" or "*:" prefix, e.g. "openid") are
-// ignored; a malformed eventhub scope is an error. CompiledPolicy.NATSPermissions
-// translates a policy into NATS allow lists when that is exact.
+// ignored; a malformed eventhub scope is an error.
 //
 // Errors are *facade.Error values matching ErrBadPolicy, ErrBadPattern or
 // ErrBadScope under errors.Is.

@@ -195,6 +195,9 @@ func loops(pat []segment, k int) bool {
 	return k > 0 && pat[k-1].kind == segMany
 }
 
+// Intersects reports whether some topic matches both p and q.
+func (p Pattern) Intersects(q Pattern) bool { return intersects(p.segs, q.segs) }
+
 // intersects reports whether some topic matches both a and b. It explores
 // the product of the two patterns' automata (state k = k segments consumed;
 // a "**" consumes one segment to advance and then loops). The alphabet is

@@ -236,7 +236,7 @@ func (p *CompiledPolicy) Allowed(action Action, topic, group string) bool {
 		if err != nil {
 			return false
 		}
-		return p.allowedSubscription(sub.segs, group)
+		return p.allowedAll(ActionSubscribe, sub.segs, group)
 	}
 	for i := range p.rules {
 		r := &p.rules[i]
@@ -252,15 +252,35 @@ func (p *CompiledPolicy) Allowed(action Action, topic, group string) bool {
 	return false
 }
 
-// allowedSubscription implements the conservative wildcard-subscription
-// check documented on Allowed. Soundness: if it returns true at allow rule
-// k, every topic t of the subscription is first matched either by rule k or
-// by an earlier rule, and no earlier deny rule intersects the subscription,
-// so that earlier rule is an allow.
-func (p *CompiledPolicy) allowedSubscription(sub []segment, group string) bool {
+// AllowedAll reports whether the policy allows action on every topic that
+// pattern (a topic pattern, wildcards allowed) can match, decided
+// conservatively as for wildcard subscriptions (see Allowed): it may answer
+// false where exact analysis would answer true, never the reverse. A
+// pattern without wildcards is one topic, as for Allowed. An invalid
+// pattern is never allowed.
+func (p *CompiledPolicy) AllowedAll(action Action, pattern, group string) bool {
+	if p == nil || (action != ActionPublish && action != ActionSubscribe) {
+		return false
+	}
+	pat, err := CompilePattern(pattern)
+	if err != nil {
+		return false
+	}
+	if pat.IsLiteral() {
+		return p.Allowed(action, pattern, group)
+	}
+	return p.allowedAll(action, pat.segs, group)
+}
+
+// allowedAll implements the conservative wildcard check documented on
+// Allowed. Soundness: if it returns true at allow rule k, every topic t of
+// the pattern is first matched either by rule k or by an earlier rule, and
+// no earlier deny rule intersects the pattern, so that earlier rule is an
+// allow.
+func (p *CompiledPolicy) allowedAll(action Action, sub []segment, group string) bool {
 	for i := range p.rules {
 		r := &p.rules[i]
-		if !r.applies(ActionSubscribe, group) {
+		if !r.applies(action, group) {
 			continue
 		}
 		for _, pat := range r.topics {

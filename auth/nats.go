@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/eventhub/eventhub/auth/natsgrant"
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/token"
 )
@@ -32,16 +33,17 @@ import (
 //     and JetStream-acknowledged publishes work (acks arrive on the
 //     account's own _INBOX.>);
 //   - subscribe rights give live (core NATS) subscriptions on the topics,
-//     exact for wildcard subscriptions too (see subscribePermissions);
+//     exact for wildcard subscriptions too (see natsgrant.Compile); rules
+//     restricted to groups give no live subscriptions, only the groups;
 //   - the JetStream API is granted by stream and consumer name for the
-//     topics and groups the policy allows (see jetStreamGrants): stream
+//     topics and groups the policy allows (see natsgrant.Compile): stream
 //     lookup, direct gets, and binding to the hub's groups as durable
 //     consumers, so a native JetStream consumer bound to a group shares its
 //     work with the hub's members; no consumer is created or deleted
 //     natively; other system subjects ($KV.>, $SYS.>…) and the rest of the
 //     JetStream API stay denied;
 //   - an allow entry beginning with a wildcard ("**", "*.x") is expanded
-//     over the first segments of the hub's topics (see expandLeading);
+//     over the first segments of the hub's topics (see natsgrant.Input);
 //   - a policy that permissions and imports cannot hold exactly (a "**"
 //     that is not last, a deny that shadows a later allow, an entry naming
 //     "$" or "_" subjects, entries that overlap without one covering the
@@ -118,18 +120,6 @@ func (n *NATS) HubToken() string { return n.hubToken }
 // (nats.CustomInboxPrefix): native clients are denied it.
 func (n *NATS) HubInboxPrefix() string { return n.hubInbox }
 
-// systemSubjects are never granted to native clients, whatever their policy
-// says: the JetStream and KV APIs (consumer creation, acks, deletes), the
-// system account, and other clients' inboxes.
-var systemSubjects = []string{"$JS.>", "$JSC.>", "$KV.>", "$O.>", "$SYS.>", "$NRG.>", "$G.>"}
-
-// systemEntry reports whether a policy entry names a subject outside the
-// hub's topics: topics never begin with "$" or "_" (facade.ValidateTopic),
-// so such a rule grants nothing over WebSocket or HTTP, and natively it
-// would open system subjects ($JS.API…, _INBOX…) that the deny list then
-// no longer covers.
-func systemEntry(e string) bool { return strings.HasPrefix(e, "$") || strings.HasPrefix(e, "_") }
-
 // Check implements server.Authentication.
 func (n *NATS) Check(c server.ClientAuthentication) bool {
 	opts := c.GetOpts()
@@ -195,14 +185,12 @@ func (n *NATS) authorize(ctx context.Context, token string, ownAccount bool) (id
 	if !ownAccount && !n.auth.nativeScoped {
 		return nil, nil, nil, "native_needs_admin"
 	}
-	pub, sub, ok := id.Policy.NATSPermissions()
-	if !ok || slices.ContainsFunc(pub, systemEntry) || slices.ContainsFunc(sub, systemEntry) {
+	// The policy's own entries, before expansion, name its account.
+	pub, sub, err := natsgrant.Topics(natsgrant.Input{Policy: id.Policy})
+	if err != nil {
 		return nil, nil, nil, "policy_not_expressible"
 	}
-	var dir Directory
-	if d := n.dir.Load(); d != nil {
-		dir = d.Directory
-	}
+	in := natsgrant.Input{Policy: id.Policy, OwnAccount: ownAccount, Reserved: []string{hubInbox, apiPrefix + ">"}}
 	var account string
 	if ownAccount {
 		// An account is a principal's: tokens without a subject would share
@@ -215,43 +203,20 @@ func (n *NATS) authorize(ctx context.Context, token string, ownAccount bool) (id
 			principal = "static:" + id.Subject
 		}
 		account = accountName(principal, pub, sub)
-		if slices.ContainsFunc(pub, leadingWildcard) || slices.ContainsFunc(sub, leadingWildcard) {
-			var all []Stream
-			if dir != nil {
-				var err error
-				if all, err = dir.TopicStreams(ctx, ">", true); err != nil {
-					n.log.Warn("native NATS client gets no wildcard topics: streams could not be listed", "err", err, "subject", id.Subject)
-				} else {
-					dir = listed{dir, all}
-				}
-			}
-			firsts := firstTokens(all)
-			pub, sub = expandLeading(pub, firsts), expandLeading(sub, firsts)
+	}
+	if d := n.dir.Load(); d != nil {
+		var err error
+		if in.Catalogue, err = catalogue(ctx, d.Directory, ownAccount, pub, sub); err != nil {
+			n.log.Warn("native NATS client gets no JetStream API nor wildcard topics: streams could not be listed", "err", err, "subject", id.Subject)
 		}
 	}
-	subAllow, subDeny, ok := subscribePermissions(sub)
-	if !ok {
+	g, err := natsgrant.Compile(in)
+	if err != nil {
 		return nil, nil, nil, "policy_not_expressible"
 	}
-	js, jsOK, err := jetStreamGrants(ctx, dir, id.Policy, pub, sub)
-	if err != nil {
-		n.log.Warn("native NATS client gets no JetStream API: streams could not be listed", "err", err, "subject", id.Subject)
-		jsOK = false
-	}
-	pubDeny := append(slices.Clone(systemSubjects), "_INBOX.>", hubInbox, apiPrefix+">")
-	if jsOK {
-		// The allow list names every JetStream subject granted; nothing
-		// else under $JS is in it (no entry begins with a wildcard).
-		pubDeny = slices.DeleteFunc(pubDeny, func(s string) bool { return s == "$JS.>" })
-	}
-	pubAllow := append(withKeyed(pub), js...)
 	if ownAccount {
-		p, ok := planImports(pubAllow, subAllow)
-		if !ok {
-			return nil, nil, nil, "policy_not_expressible"
-		}
-		p.account = account
-		for _, e := range append(slices.Clone(pub), sub...) {
+		p := importPlan{account: account, services: g.Services, streams: g.Streams}
+		for _, e := range slices.Concat(g.PublishTopics, g.SubscribeTopics) {
 			if t, _, _ := strings.Cut(e, " "); !slices.Contains(p.topics, t) {
 				p.topics = append(p.topics, t)
 			}
@@ -259,15 +224,55 @@ func (n *NATS) authorize(ctx context.Context, token string, ownAccount bool) (id
 		plan = &p
 	}
 	return id, &server.Permissions{
-		Publish: &server.SubjectPermission{
-			Allow: pubAllow,
-			Deny:  pubDeny,
-		},
-		Subscribe: &server.SubjectPermission{
-			Allow: append(subAllow, "_INBOX.>"),
-			Deny:  append(append(slices.Clone(systemSubjects), hubInbox, apiPrefix+">"), subDeny...),
-		},
+		Publish:   &server.SubjectPermission{Allow: g.Publish.Allow, Deny: g.Publish.Deny},
+		Subscribe: &server.SubjectPermission{Allow: g.Subscribe.Allow, Deny: g.Subscribe.Deny},
 	}, plan, ""
+}
+
+// catalogue takes the snapshot of the streams that a policy with topic
+// entries pub and sub (" group" suffixes allowed) needs: every stream, with
+// its groups, when an own account expands an entry beginning with a
+// wildcard; otherwise the streams of each entry, with their groups for
+// subscribe entries. On error the snapshot is not Listed.
+func catalogue(ctx context.Context, dir Directory, ownAccount bool, pub, sub []string) (natsgrant.Catalogue, error) {
+	cat := natsgrant.Catalogue{StreamFor: dir.StreamNameFor, ConsumerName: dir.ConsumerName}
+	if ownAccount && (slices.ContainsFunc(pub, natsgrant.LeadingWildcard) || slices.ContainsFunc(sub, natsgrant.LeadingWildcard)) {
+		all, err := dir.TopicStreams(ctx, ">", true)
+		if err != nil {
+			return cat, err
+		}
+		cat.Streams, cat.Listed = all, true
+		return cat, nil
+	}
+	read := map[string]bool{}
+	var filters []string
+	for i, e := range slices.Concat(pub, sub) {
+		f, _, _ := strings.Cut(e, " ")
+		if natsgrant.LeadingWildcard(f) {
+			continue
+		}
+		if !slices.Contains(filters, f) {
+			filters = append(filters, f)
+		}
+		read[f] = read[f] || i >= len(pub)
+	}
+	for _, f := range filters {
+		found, err := dir.TopicStreams(ctx, f, read[f])
+		if err != nil {
+			return natsgrant.Catalogue{}, err
+		}
+		for _, s := range found {
+			switch i := slices.IndexFunc(cat.Streams, func(o Stream) bool { return o.Name == s.Name }); {
+			case i < 0:
+				cat.Streams = append(cat.Streams, s)
+			case cat.Streams[i].Groups == nil:
+				// found again by a subscribe entry, with its groups
+				cat.Streams[i].Groups = s.Groups
+			}
+		}
+	}
+	cat.Listed = true
+	return cat, nil
 }
 
 func (n *NATS) refuse(c server.ClientAuthentication, code string) {
@@ -282,121 +287,6 @@ func addr(c server.ClientAuthentication) string {
 		return a.String()
 	}
 	return "in-process"
-}
-
-// withKeyed adds the keyed subjects of every topic subject: "a.b" gains
-// "a.b._k.*"; subjects ending in ">" already cover them. Entries may carry a
-// queue group after a space ("subject group").
-func withKeyed(subjects []string) []string {
-	out := make([]string, 0, 2*len(subjects))
-	for _, s := range subjects {
-		out = append(out, s)
-		subj, queue, hasQueue := strings.Cut(s, " ")
-		if subj == ">" || strings.HasSuffix(subj, ".>") {
-			continue
-		}
-		k := subj + "._k.*"
-		if hasQueue {
-			k += " " + queue
-		}
-		out = append(out, k)
-	}
-	return out
-}
-
-// subscribePermissions turns the policy's subscribe allow list (topic
-// subjects, each with an optional " queue" suffix) into NATS allow and deny
-// lists that grant a native client exactly the events its policy grants,
-// for every subscription it can make, wildcards included.
-//
-// NATS checks a subscription's subject against the allow list token by
-// token, so a "*" in the list also accepts a ">" in that place: "orders.*"
-// lets a client subscribe to "orders.>", which reaches "orders.a.b.c",
-// dead-letter topics ("orders.x.dlq") and keyed subjects. The deny list
-// closes that: NATS refuses subscriptions that match it and, for wildcard
-// subscriptions that overlap it, drops each denied message at delivery.
-//
-//   - a topic subject ending in a literal ("orders.new") also grants its
-//     keyed subjects ("orders.new._k.*"), and denies what lies below a key
-//     ("orders.new._k.*.>", never an event);
-//   - a subject ending in "*" ("orders.*") denies everything below it
-//     ("orders.*.*" and "orders.*.*.>"). Keyed subjects of those topics
-//     lie below it too and NATS cannot tell them from deeper topics, so
-//     such a rule gives native clients the topics' unkeyed events only
-//     (the WebSocket and HTTP ways in deliver keyed events as well); a rule
-//     naming the topic, or ending in "**", gives them natively;
-//   - a subject ending in ">" already means what the rule means.
-//
-// A deny entry that some unrestricted allow entry covers whole is left out
-// (it would only take back what another rule grants). ok is false when the
-// lists cannot be exact: a rule "*" alone, whose deny list would cover the
-// clients' own reply inboxes.
-func subscribePermissions(subs []string) (allow, deny []string, ok bool) {
-	allow = make([]string, 0, 2*len(subs))
-	add := func(list []string, s string) []string {
-		if !slices.Contains(list, s) {
-			list = append(list, s)
-		}
-		return list
-	}
-	for _, e := range subs {
-		subj, queue, hasQueue := strings.Cut(e, " ")
-		allow = add(allow, e)
-		switch last := subj[strings.LastIndexByte(subj, '.')+1:]; last {
-		case ">":
-		case "*":
-			if subj == "*" {
-				return nil, nil, false
-			}
-			deny = add(deny, subj+".*")
-			deny = add(deny, subj+".*.>")
-		default:
-			k := subj + "._k.*"
-			if hasQueue {
-				allow = add(allow, k+" "+queue)
-			} else {
-				allow = add(allow, k)
-			}
-			deny = add(deny, k+".>")
-		}
-	}
-	kept := deny[:0]
-	for _, d := range deny {
-		covered := false
-		for _, a := range allow {
-			if !strings.Contains(a, " ") && subjectCovers(a, d) {
-				covered = true
-				break
-			}
-		}
-		if !covered {
-			kept = append(kept, d)
-		}
-	}
-	return allow, kept, true
-}
-
-// subjectCovers reports whether every subject that s matches is matched by
-// a (NATS subject wildcards: "*" one token, ">" one or more at the end).
-func subjectCovers(a, s string) bool {
-	at, st := strings.Split(a, "."), strings.Split(s, ".")
-	for i, t := range at {
-		if t == ">" {
-			return len(st) > i
-		}
-		if i >= len(st) {
-			return false
-		}
-		switch {
-		case t == "*":
-			if st[i] == ">" {
-				return false
-			}
-		case t != st[i]:
-			return false
-		}
-	}
-	return len(at) == len(st)
 }
 
 // codeOf returns the code of a token error, or "bad_token".

@@ -21,44 +21,10 @@ func TestHubInboxIsNotTheHubToken(t *testing.T) {
 	}
 }
 
-// TestPlanImports: a principal's account imports each granted subject once:
-// covered entries are dropped, overlapping ones and leading wildcards are
-// refused, and the v2 ack form is left to the v1 one.
-func TestPlanImports(t *testing.T) {
-	cases := []struct {
-		pub, sub      []string
-		services, str []string
-		ok            bool
-	}{
-		{pub: []string{"orders.new", "orders.new._k.*", "$JS.ACK.S.*.>", "$JS.ACK.*.*.S.*.>"}, sub: []string{"orders.* g1", "orders.>"},
-			services: []string{"$JS.ACK.S.*.>", "orders.new", "orders.new._k.*"}, str: []string{"orders.>"}, ok: true},
-		{pub: []string{"orders.*.eu", "orders.us.*"}},
-		{sub: []string{">"}},
-		{pub: []string{"*.x"}},
-		{pub: []string{"a", "a"}, services: []string{"a"}, ok: true},
-	}
-	for _, c := range cases {
-		p, ok := planImports(c.pub, c.sub)
-		if ok != c.ok {
-			t.Errorf("%v %v: ok %v", c.pub, c.sub, ok)
-			continue
-		}
-		if ok && (strings.Join(p.services, ",") != strings.Join(c.services, ",") || strings.Join(p.streams, ",") != strings.Join(c.str, ",")) {
-			t.Errorf("%v %v: plan %+v, want services %v streams %v", c.pub, c.sub, p, c.services, c.str)
-		}
-	}
+// TestAccountNames: principals, and rights, do not share accounts.
+func TestAccountNames(t *testing.T) {
 	if accountName("p", []string{"a"}, nil) == accountName("p", nil, []string{"a"}) || accountName("p", []string{"a"}, nil) == accountName("q", []string{"a"}, nil) {
 		t.Error("different principals or rights share an account name")
-	}
-}
-
-// TestExpandLeading: a leading wildcard becomes the same entry on each
-// first token of the hub's topics, queue groups kept.
-func TestExpandLeading(t *testing.T) {
-	got := expandLeading([]string{">", "*", "*.x g", "orders.>"}, []string{"a", "b"})
-	want := "a,a.>,b,b.>,a,b,a.x g,b.x g,orders.>"
-	if strings.Join(got, ",") != want {
-		t.Fatalf("got %v, want %s", got, want)
 	}
 }
 

@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -19,7 +18,7 @@ import (
 // policy grants:
 //
 //   - a service import for each subject it may publish to: its topics and
-//     the JetStream API subjects of jetStreamGrants. The server rewrites the
+//     the JetStream API subjects of its grant (natsgrant). The server rewrites the
 //     reply subject of every request crossing an import into a private one,
 //     so whatever reply subject a client names, JetStream's answer comes
 //     back into the client's own account: it cannot have the server write
@@ -68,147 +67,6 @@ type importPlan struct {
 	services []string // publish side: topics and JetStream API subjects
 	streams  []string // subscribe side: topics
 	topics   []string // the topic subjects it may publish or subscribe to
-}
-
-// planImports returns the imports for the publish and subscribe allow lists
-// of a principal's permissions (entries may carry a " queue" suffix). ok is
-// false when imports cannot hold the policy exactly:
-//
-//   - an entry beginning with a wildcard ("**", "*.x") would import the
-//     hub account's own inboxes and JetStream API along with the topics
-//     (expandLeading removes them first);
-//   - two entries that overlap without one covering the other
-//     ("orders.*.eu" and "orders.us.*") would bring a message in twice.
-func planImports(pub, sub []string) (importPlan, bool) {
-	services, ok := narrowImports(pub)
-	if !ok {
-		return importPlan{}, false
-	}
-	streams, ok := narrowImports(sub)
-	if !ok {
-		return importPlan{}, false
-	}
-	return importPlan{services: services, streams: streams}, true
-}
-
-// narrowImports strips queue suffixes, drops subjects another entry covers,
-// and sorts the rest. Two literal subjects never overlap unless equal, so
-// only entries with wildcards are compared with the others.
-func narrowImports(entries []string) ([]string, bool) {
-	var subjects, wild []string
-	seen := map[string]bool{}
-	for _, e := range entries {
-		if leadingWildcard(e) {
-			return nil, false
-		}
-		s, _, _ := strings.Cut(e, " ")
-		// Acks in the v2 form ($JS.ACK.<domain>.<hash>.<stream>…) are not
-		// what this server sends, and the form could overlap the v1 one.
-		if strings.HasPrefix(s, jsAck+"*.*.") || seen[s] {
-			continue
-		}
-		seen[s] = true
-		subjects = append(subjects, s)
-		if strings.ContainsAny(s, "*>") {
-			wild = append(wild, s)
-		}
-	}
-	var out []string
-	for _, s := range subjects {
-		covered := false
-		for _, o := range wild {
-			if o == s || !server.SubjectsCollide(s, o) {
-				continue
-			}
-			if subjectCovers(o, s) {
-				covered = true
-				break
-			}
-			if !subjectCovers(s, o) {
-				return nil, false
-			}
-		}
-		if !covered {
-			out = append(out, s)
-		}
-	}
-	slices.Sort(out)
-	return out, true
-}
-
-// leadingWildcard reports whether an allow entry (with an optional " queue"
-// suffix) begins with a wildcard.
-func leadingWildcard(e string) bool {
-	s, _, _ := strings.Cut(e, " ")
-	return s == ">" || s == "*" || strings.HasPrefix(s, "*.")
-}
-
-// expandLeading replaces each allow entry that begins with a wildcard by
-// the same entry on each of firsts, the first tokens of the hub's topics:
-// ">" becomes "t" and "t.>", "*.x" becomes "t.x". An account cannot import
-// ">" from the hub's account, which holds its inboxes and the JetStream
-// API beside the topics; so a policy such as "subscribe:**" reaches
-// natively the topics under the first tokens its connection was made with.
-func expandLeading(entries, firsts []string) []string {
-	out := make([]string, 0, len(entries))
-	for _, e := range entries {
-		if !leadingWildcard(e) {
-			out = append(out, e)
-			continue
-		}
-		s, queue, hasQueue := strings.Cut(e, " ")
-		suffix := ""
-		if hasQueue {
-			suffix = " " + queue
-		}
-		for _, t := range firsts {
-			switch {
-			case s == ">":
-				out = append(out, t+suffix, t+".>"+suffix)
-			case s == "*":
-				out = append(out, t+suffix)
-			default:
-				out = append(out, t+s[1:]+suffix)
-			}
-		}
-	}
-	return out
-}
-
-// firstTokens lists the first subject tokens of the hub's topics: of the
-// subjects of streams (every stream), those that are not wildcards and are
-// not system subjects (no topic begins with "$" or "_").
-func firstTokens(streams []Stream) []string {
-	var out []string
-	for _, st := range streams {
-		for _, subj := range st.Subjects {
-			t, _, _ := strings.Cut(subj, ".")
-			if t == "" || t == "*" || t == ">" || systemEntry(t) || slices.Contains(out, t) {
-				continue
-			}
-			out = append(out, t)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// listed is a Directory whose streams were listed once, every stream with
-// its groups: a policy whose rules begin with a wildcard reaches them all,
-// and its expanded rules look them up by subject from that one listing.
-type listed struct {
-	Directory
-	streams []Stream
-}
-
-func (l listed) TopicStreams(_ context.Context, filter string, _ bool) ([]Stream, error) {
-	var out []Stream
-	for _, s := range l.streams {
-		if collides(s.Subjects, []string{filter}) {
-			out = append(out, s)
-		}
-	}
-	return out, nil
 }
 
 // accountName names the account of principal subject with a policy whose

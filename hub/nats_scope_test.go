@@ -80,15 +80,6 @@ func TestNativeSubscriptionsStayWithinPolicy(t *testing.T) {
 		},
 		reads: []string{"orders.>", "orders.*"},
 		tries: []string{">"},
-	}, {
-		name: "group-restricted rule",
-		policy: acl.Policy{Rules: []acl.Rule{
-			{Effect: acl.EffectAllow, Action: acl.ActionSubscribe, Topics: []string{"orders.*"}, Groups: []string{"g1"}},
-		}},
-		queue:  "g1",
-		grants: []string{"orders.a", "orders.dlq", "orders.new"},
-		reads:  []string{"orders.*"},
-		tries:  []string{"orders.>", ">", "orders.*.>"},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

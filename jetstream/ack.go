@@ -45,38 +45,46 @@ func (s *subscription) deadLetter(d *delivery, reason string) {
 // it back when the publish fails.
 func (s *subscription) copyToDeadLetters(d *delivery, reason string) {
 	e := d.rec
+	ctx, cancel := context.WithTimeout(s.b.copying, s.b.cfg.RequestTimeout)
+	defer cancel()
+	if err := s.b.publishDeadLetter(ctx, e, s.group, min(d.attempt, s.opts.MaxAttempts), reason); err != nil {
+		s.b.log.Error("dead-letter publish failed; event handed back", "topic", e.Topic, "group", s.group, "id", e.ID, "err", err)
+		_ = d.msg.NakWithDelay(s.b.cfg.MaxRetryBackoff)
+		return
+	}
+	s.obs.DeadLettered()
+	s.b.log.Warn("event dead-lettered", "topic", e.Topic, "group", s.group, "id", e.ID, "attempts", d.attempt, "reason", truncate(reason, 512))
+	// The reason tells the bus's watch of terminations that this one is
+	// dead-lettered already.
+	if err := d.msg.TermWithReason(termReason); err != nil {
+		s.b.log.Warn("term", "topic", e.Topic, "group", s.group, "id", e.ID, "err", err)
+		return
+	}
+	s.b.released.forget(d.key)
+}
+
+// publishDeadLetter publishes the dead letter of e, an event of group,
+// after attempts deliveries.
+func (b *Bus) publishDeadLetter(ctx context.Context, e *facade.EventRecord, group string, attempts int, reason string) error {
 	h := make(map[string]string, len(e.Headers)+6)
 	for k, v := range e.Headers {
 		h[k] = v
 	}
 	h["dlq_topic"] = e.Topic
-	h["dlq_group"] = s.group
+	h["dlq_group"] = group
 	h["dlq_id"] = e.ID
 	h["dlq_seq"] = strconv.FormatUint(e.Seq, 10)
-	h["dlq_attempts"] = strconv.Itoa(min(d.attempt, s.opts.MaxAttempts))
+	h["dlq_attempts"] = strconv.Itoa(attempts)
 	h["dlq_reason"] = truncate(reason, 512)
-	ctx, cancel := context.WithTimeout(s.b.copying, s.b.cfg.RequestTimeout)
-	defer cancel()
-	_, err := s.b.PublishDerived(ctx, facade.DeadLetterTopic(e.Topic), json.RawMessage(e.Payload), facade.PublishOptions{
+	_, err := b.PublishDerived(ctx, facade.DeadLetterTopic(e.Topic), json.RawMessage(e.Payload), facade.PublishOptions{
 		Key:       e.Key,
 		Partition: e.Partition,
 		Headers:   h,
 		Tags:      e.Tags,
 		CausedBy:  []string{e.ID},
 		SID:       e.SID,
-	}, deadLetterKey(e.ID, s.group))
-	if err != nil {
-		s.b.log.Error("dead-letter publish failed; event handed back", "topic", e.Topic, "group", s.group, "id", e.ID, "err", err)
-		_ = d.msg.NakWithDelay(s.b.cfg.MaxRetryBackoff)
-		return
-	}
-	s.obs.DeadLettered()
-	s.b.log.Warn("event dead-lettered", "topic", e.Topic, "group", s.group, "id", e.ID, "attempts", d.attempt, "reason", h["dlq_reason"])
-	if err := d.msg.Term(); err != nil {
-		s.b.log.Warn("term", "topic", e.Topic, "group", s.group, "id", e.ID, "err", err)
-		return
-	}
-	s.b.released.forget(d.key)
+	}, deadLetterKey(e.ID, group))
+	return err
 }
 
 // deadLetterKey derives the dead letter's Nats-Msg-Id from the event and the

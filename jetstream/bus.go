@@ -68,6 +68,10 @@ type Bus struct {
 	deadLetters   chan struct{}
 	copying       context.Context
 	cancelCopying context.CancelFunc
+
+	// terminations receives JetStream's advisories of terminated events
+	// (see watchTerminations).
+	terminations *nats.Subscription
 }
 
 // maxDeadLettersInFlight bounds the dead-letter copies a Bus runs at once;
@@ -95,7 +99,7 @@ func New(nc *nats.Conn, cfg Config) (*Bus, error) {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	copying, cancelCopying := context.WithCancel(context.Background())
-	return &Bus{
+	b := &Bus{
 		cfg:       cfg,
 		log:       cfg.Logger,
 		nc:        nc,
@@ -108,7 +112,12 @@ func New(nc *nats.Conn, cfg Config) (*Bus, error) {
 		deadLetters:   make(chan struct{}, maxDeadLettersInFlight),
 		copying:       copying,
 		cancelCopying: cancelCopying,
-	}, nil
+	}
+	if b.terminations, err = b.watchTerminations(); err != nil {
+		cancelCopying()
+		return nil, err
+	}
+	return b, nil
 }
 
 // OpenConfig says where a Bus opened with [Open] finds NATS.
@@ -315,6 +324,7 @@ func (b *Bus) Shutdown(ctx context.Context) error {
 	}
 	b.closed = true
 	close(b.done)
+	_ = b.terminations.Unsubscribe()
 	all := make([]*subscription, 0, len(b.subs))
 	for s := range b.subs {
 		all = append(all, s)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -133,13 +134,24 @@ func toMsg(subject string, e *facade.EventRecord, idempotent bool) (*nats.Msg, e
 // NATS clients (no envelope headers) get a synthesised id and the stored time;
 // a non-JSON body becomes a JSON string (base64 for bytes that are not UTF-8,
 // marked by the header "content-transfer-encoding: base64").
+//
+// What the hub would refuse to write is read back in a defined shape: a
+// key token outside the key encoding ("%ZZ") is the key as it stands, so
+// the event stays its topic's; an id that is not 1 to 128 printable ASCII
+// characters, or a time that is not epoch milliseconds, is replaced as for
+// a message without one.
 func fromMsg(subject string, h nats.Header, data []byte, seq uint64, stored time.Time) *facade.EventRecord {
 	topic, key := splitSubject(subject)
+	if key == "" || !utf8.ValidString(key) {
+		topic, key = foreignKey(subject)
+	}
 	e := &facade.EventRecord{Topic: topic, Key: key, Seq: seq}
 	if h != nil {
-		e.ID = msgID(h)
-		if ts := h.Get(HeaderTS); ts != "" {
-			e.TS, _ = strconv.ParseInt(ts, 10, 64)
+		if e.ID = msgID(h); validID(e.ID) != nil {
+			e.ID = ""
+		}
+		if ts, err := strconv.ParseInt(h.Get(HeaderTS), 10, 64); err == nil && ts > 0 {
+			e.TS = ts
 		}
 		e.SID = h.Get(HeaderSID)
 		if p := h.Get(HeaderPartition); p != "" {
@@ -168,6 +180,21 @@ func fromMsg(subject string, h nats.Header, data []byte, seq uint64, stored time
 	// payload as it is.
 	e.Payload = foreignPayload(data, e)
 	return e
+}
+
+// foreignKey splits a keyed subject whose key token is not in the key
+// encoding (see EncodeKey) into its topic and the token as it stands, made
+// valid UTF-8; a subject outside the keyed layout is its own topic.
+func foreignKey(subject string) (topic, key string) {
+	i := strings.Index(subject, "."+keyMarker+".")
+	if i < 0 {
+		return subject, ""
+	}
+	tok := subject[i+len(keyMarker)+2:]
+	if tok == "" || strings.Contains(tok, ".") {
+		return subject, ""
+	}
+	return subject[:i], strings.ToValidUTF8(tok, "\uFFFD")
 }
 
 // msgID returns the event id a message carries in its headers: HeaderID,
