@@ -3,7 +3,9 @@ package hub_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -129,5 +131,41 @@ func TestUnknownOpsPathIsJSONNotFound(t *testing.T) {
 		if code != http.StatusNotFound || !strings.Contains(body, `"code":"not_found"`) {
 			t.Errorf("%s: %d %q", url, code, body)
 		}
+	}
+}
+
+// TestPortInUseNamesItsSetting: a taken port stops the start with an error
+// that names the flag, environment variable and file key of that port.
+func TestPortInUseNamesItsSetting(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	taken := ln.Addr().(*net.TCPAddr).Port
+	for _, tc := range []struct {
+		name string
+		cfg  hub.Config
+		want string
+	}{
+		{"ws", hub.Config{WSPort: taken}, "-ws-port, $WS_PORT, server.wsPort"},
+		{"http", hub.Config{HTTPPort: taken}, "-http-port, $HTTP_PORT, server.httpPort"},
+		{"ops", hub.Config{OpsPort: taken}, "-ops-port, $OPS_PORT, server.opsPort"},
+		{"nats", hub.Config{NATSPort: taken}, "-nats-port, $EVENTHUB_NATS_PORT, nats.port"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Memory = true
+			h, err := hub.Start(t.Context(), tc.cfg)
+			if err == nil {
+				_ = h.Shutdown(t.Context())
+				t.Fatal("started on a taken port")
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "in use") {
+				t.Fatalf("err %v, want one naming %s", err, tc.want)
+			}
+			if tc.name != "nats" && !errors.Is(err, hub.ErrPortInUse) {
+				t.Fatalf("err %v is not ErrPortInUse", err)
+			}
+		})
 	}
 }

@@ -62,6 +62,7 @@ func TestHelpExitsZero(t *testing.T) {
 func TestMalformedEnvironmentIsRefused(t *testing.T) {
 	for _, tc := range []struct{ name, value string }{
 		{"WS_PORT", "80a"}, {"EVENTHUB_MEMORY", "yes please"}, {"JWT_LEEWAY", "5"},
+		{"EVENTHUB_SYNC", "sometimes"}, {"LOG_LEVEL", "loud"}, {"LOG_FORMAT", "xml"},
 	} {
 		_, err := parseServe(nil, env(map[string]string{tc.name: tc.value}), &syncBuffer{})
 		if err == nil || !strings.Contains(err.Error(), tc.name) {
