@@ -51,8 +51,8 @@ func TestValidateTopic(t *testing.T) {
 // as the character typed, not as one of its bytes.
 func TestTopicErrorNamesTheCharacter(t *testing.T) {
 	for topic, want := range map[string]string{
-		"orders.ä":     `character 'ä' not allowed (ASCII letters`,
-		"orders.a b":   `character ' ' not allowed`,
+		"orders.ä":    `character 'ä' not allowed (ASCII letters`,
+		"orders.a b":  `character ' ' not allowed`,
 		"orders.\xff": `byte 0xff (not UTF-8) not allowed`,
 	} {
 		err := facade.ValidateTopic(topic)
