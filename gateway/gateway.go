@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,7 +92,35 @@ func New(bus facade.Bus, cfg Config) (*Gateway, error) {
 	g.mux.HandleFunc("GET /ws", g.serveWS)
 	g.mux.HandleFunc("POST /publish/{topic}", g.servePublish)
 	g.mux.HandleFunc("GET /sse/{topic}", g.serveSSE)
+	g.mux.HandleFunc("/", serveUnrouted)
 	return g, nil
+}
+
+// serveUnrouted answers a request no endpoint takes, in the JSON error
+// shape of the endpoints: 405 (with Allow) for an endpoint's path with
+// another method, else 404.
+func serveUnrouted(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Path
+	oneSegment := func(prefix string) bool {
+		rest, ok := strings.CutPrefix(p, prefix)
+		return ok && rest != "" && !strings.Contains(rest, "/")
+	}
+	var allow string
+	switch {
+	case p == "/" || p == "/ws":
+		allow = "GET"
+	case oneSegment("/publish/"):
+		allow = "POST"
+	case oneSegment("/sse/"):
+		allow = "GET"
+	}
+	if allow != "" {
+		w.Header().Set("Allow", allow)
+		writeHTTPError(w, fmt.Errorf("%w: %s %s: this endpoint takes %s", wire.ErrMethodNotAllowed, r.Method, p, allow))
+		return
+	}
+	writeHTTPError(w, fmt.Errorf("%w: no endpoint %s %s (the gateway serves POST /publish/{topic}, GET /sse/{topic} and WebSocket upgrades on / and /ws)",
+		facade.ErrNotFound, r.Method, p))
 }
 
 // Handler returns the gateway's HTTP handler: WebSocket upgrades on "/" and

@@ -169,3 +169,37 @@ func TestPortInUseNamesItsSetting(t *testing.T) {
 		})
 	}
 }
+
+// TestPublishWrongPathOrMethodIsJSON: on the WebSocket and HTTP ports, a
+// publish or event-stream path with another method answers 405 with Allow,
+// and a path no endpoint has 404, both in the JSON error shape.
+func TestPublishWrongPathOrMethodIsJSON(t *testing.T) {
+	h := startHub(t, hub.Config{Memory: true})
+	for _, port := range []string{"ws", "http"} {
+		base := "http://" + h.Addr(port)
+		for _, tc := range []struct {
+			method, path string
+			status       int
+			code, allow  string
+		}{
+			{"POST", "/publish/a/b", http.StatusNotFound, "not_found", ""},
+			{"GET", "/publish/x", http.StatusMethodNotAllowed, "method_not_allowed", "POST"},
+			{"POST", "/sse/x", http.StatusMethodNotAllowed, "method_not_allowed", "GET"},
+			{"GET", "/sse/a/b", http.StatusNotFound, "not_found", ""},
+		} {
+			req, _ := http.NewRequestWithContext(t.Context(), tc.method, base+tc.path, strings.NewReader("{}"))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body struct{ Error struct{ Code, Msg string } }
+			err = json.NewDecoder(resp.Body).Decode(&body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status || err != nil || body.Error.Code != tc.code || resp.Header.Get("Allow") != tc.allow ||
+				resp.Header.Get("Content-Type") != "application/json" {
+				t.Errorf("%s: %s %s: %d %q (Allow %q, %s, %v), want %d %s", port, tc.method, tc.path, resp.StatusCode,
+					body.Error.Code, resp.Header.Get("Allow"), resp.Header.Get("Content-Type"), err, tc.status, tc.code)
+			}
+		}
+	}
+}
