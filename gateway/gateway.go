@@ -160,7 +160,7 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 	s.meta.id, s.meta.remote, s.meta.started = id, r.RemoteAddr, time.Now()
 	if release, err := g.admitIP(r); err != nil {
 		s.replyErr("", err, wire.CodeConnQuota)
-		t.Close(wire.CloseQuota, wire.CodeConnQuota)
+		s.closeWith(wire.CloseQuota, wire.CodeConnQuota)
 	} else {
 		defer release()
 	}
@@ -168,7 +168,7 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
-		t.Close(wire.CloseGoingAway, wire.CodeGoingAway)
+		s.closeWith(wire.CloseGoingAway, wire.CodeGoingAway)
 	} else {
 		g.sessions[s] = t
 		g.mu.Unlock()
@@ -182,6 +182,9 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 	s.end(reason)
 	s.releaseLimits()
 	writer.Wait()
+	// The reader stopped reading when the session began to close: what the
+	// client sent since is read (and dropped) until it answers the close.
+	t.linger(reason != reasonClosing)
 
 	g.mu.Lock()
 	delete(g.sessions, s)
@@ -229,6 +232,9 @@ func (g *Gateway) read(s *session, ws *websocket.Conn) (reason string) {
 			return "read: " + err.Error()
 		}
 		switch {
+		case s.closing.Load():
+			// The session began to close while the frame came in: it is
+			// dropped, as everything after it.
 		case tooLarge:
 			s.sendErr("", wire.CodeFrameTooLarge, "frame larger than "+strconv.FormatInt(limit, 10)+" bytes discarded")
 		case mt != websocket.TextMessage:
@@ -240,8 +246,12 @@ func (g *Gateway) read(s *session, ws *websocket.Conn) (reason string) {
 			buf = make([]byte, 0, 512)
 		}
 	}
-	return "closing"
+	return reasonClosing
 }
+
+// reasonClosing: the reader stopped because the session is closing, with
+// frames of the client possibly unread.
+const reasonClosing = "closing"
 
 // readFrame reads one message into buf. A message larger than limit is
 // read to its end and discarded (tooLarge).
@@ -311,9 +321,9 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	for s := range g.servers {
 		servers = append(servers, s)
 	}
-	ts := make([]transport, 0, len(g.sessions))
-	for _, t := range g.sessions {
-		ts = append(ts, t)
+	ss := make([]*session, 0, len(g.sessions))
+	for s := range g.sessions {
+		ss = append(ss, s)
 	}
 	g.mu.Unlock()
 
@@ -323,8 +333,8 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	for _, t := range ts {
-		t.Close(wire.CloseGoingAway, wire.CodeGoingAway)
+	for _, s := range ss {
+		s.closeWith(wire.CloseGoingAway, wire.CodeGoingAway)
 	}
 	done := make(chan struct{})
 	go func() { g.wg.Wait(); close(done) }()
