@@ -103,14 +103,14 @@ type wsTransport struct {
 	reason   string
 	final    *[]byte // Expire's last frame
 	abort    atomic.Bool
-	broken   bool          // a write failed: nothing more can be written (writer only)
-	deadline time.Time     // the write deadline in force (writer only)
+	broken   bool      // a write failed: nothing more can be written (writer only)
+	deadline time.Time // the write deadline in force (writer only)
 	// closeSent: the close frame was written; then the connection is left
 	// open for [wsTransport.linger] (written by the writer, read once it
 	// has returned).
 	closeSent bool
-	closeCh  chan struct{} // closed by Close / Abort
-	done     chan struct{} // closed when the writer has returned
+	closeCh   chan struct{} // closed by Close / Abort
+	done      chan struct{} // closed when the writer has returned
 }
 
 func newWSTransport(ws *websocket.Conn, bc *wsbatch.Conn, queue int, writeTimeout, ping time.Duration, log *slog.Logger) *wsTransport {
