@@ -56,6 +56,8 @@ func shellBlocks(t *testing.T, root string) []*shellBlock {
 // (no subcommand), after variable assignments.
 var hubLine = regexp.MustCompile(`^((?:[A-Z_]+=(?:\$\([^)]*\)|\S+)\s+)*)eventhub(\s+-[^#]*)?\s*(#.*)?$`)
 
+var transcriptLine = regexp.MustCompile(`(?m)^\$ `)
+
 // docsEnv is what the blocks run with: the eventhub binary that the
 // README's go install builds, on PATH, and a hub's ports, free ones
 // standing in for the documented defaults.
@@ -81,7 +83,6 @@ wait_ready() {
   done
   echo "the hub did not get ready:" >&2; cat hub.log >&2; return 1
 }
-stop_hub() { kill -INT "$HUB"; wait "$HUB" || true; unset NATS_URL; }
 `)
 	for _, block := range blocks {
 		text := strings.ReplaceAll(block, "\\\n", " ")
@@ -90,7 +91,7 @@ stop_hub() { kill -INT "$HUB"; wait "$HUB" || true; unset NATS_URL; }
 			text = strings.ReplaceAll(text, "localhost:"+from, "localhost:"+strconv.Itoa(e.ports[from]))
 		}
 		// A transcript ("$ command", then its output) runs its commands.
-		transcript := regexp.MustCompile(`(?m)^\$ `).MatchString(text)
+		transcript := transcriptLine.MatchString(text)
 	lines:
 		for _, line := range strings.Split(text, "\n") {
 			if transcript {
@@ -119,9 +120,9 @@ stop_hub() { kill -INT "$HUB"; wait "$HUB" || true; unset NATS_URL; }
 	return b.String()
 }
 
-// run runs script in a new directory and returns its output and the HTTP
-// statuses of its curl calls ("200 http://…").
-func (e *docsEnv) run(t *testing.T, script string, extraEnv ...string) (stdout, stderr string, statuses []string, err error) {
+// run runs script in a new directory, for at most limit, and returns its
+// output and the HTTP statuses of its curl calls ("200 http://…").
+func (e *docsEnv) run(t *testing.T, limit time.Duration, script string, extraEnv ...string) (stdout, stderr string, statuses []string, err error) {
 	t.Helper()
 	cmd := exec.Command("bash", "-c", script)
 	cmd.Dir = t.TempDir()
@@ -156,7 +157,7 @@ func (e *docsEnv) run(t *testing.T, script string, extraEnv ...string) (stdout, 
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err = <-done:
-	case <-time.After(3 * time.Minute):
+	case <-time.After(limit):
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		err = fmt.Errorf("timed out: %w", <-done)
 	}
@@ -291,7 +292,9 @@ func TestDocsCommands(t *testing.T) {
 	ok := t.Run("quick start", func(t *testing.T) {
 		fresh()
 		script := e.script(quickStart, skipLines)
-		out, errOut, statuses, err := e.run(t, script)
+		// The first build of the binary, without a warm build cache,
+		// takes minutes.
+		out, errOut, statuses, err := e.run(t, 15*time.Minute, script)
 		if err != nil {
 			t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 		}
@@ -308,7 +311,7 @@ func TestDocsCommands(t *testing.T) {
 	t.Run("auth in two shells", func(t *testing.T) {
 		fresh()
 		script := e.script(authShells, skipLines)
-		out, errOut, statuses, err := e.run(t, script, "CURL_MAX_TIME=3")
+		out, errOut, statuses, err := e.run(t, 3*time.Minute, script, "CURL_MAX_TIME=3")
 		if err != nil {
 			t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 		}
@@ -320,7 +323,7 @@ func TestDocsCommands(t *testing.T) {
 	t.Run("static token", func(t *testing.T) {
 		fresh()
 		script := e.script(staticToken, skipLines)
-		out, errOut, _, err := e.run(t, script)
+		out, errOut, _, err := e.run(t, 3*time.Minute, script)
 		if err != nil {
 			t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 		}
@@ -333,7 +336,7 @@ func TestDocsCommands(t *testing.T) {
 	t.Run("export", func(t *testing.T) {
 		fresh()
 		script := e.script(exports, skipLines)
-		out, errOut, _, err := e.run(t, script)
+		out, errOut, _, err := e.run(t, 3*time.Minute, script)
 		if err != nil {
 			t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 		}
@@ -345,7 +348,7 @@ func TestDocsCommands(t *testing.T) {
 		fresh()
 		prelude := "export JWT_SECRET=$(openssl rand -hex 32)\neventhub\n"
 		script := e.script([]string{prelude, admin}, skipLines)
-		out, errOut, statuses, err := e.run(t, script)
+		out, errOut, statuses, err := e.run(t, 3*time.Minute, script)
 		if err != nil && strings.Contains(errOut, "bad_scope") {
 			t.Skipf("eventhub token -scopes admin is refused, so the admin block cannot run:\n%s", errOut)
 		}
