@@ -67,6 +67,14 @@ type Config struct {
 	// Progress is the interval of progress lines (default 1s; negative:
 	// none).
 	Progress time.Duration
+	// OpsURL addresses the hub's ops port (default http://127.0.0.1:8082),
+	// whose admin API deletes what the run created when it ends.
+	OpsURL string
+	// Keep leaves what the run created. By default Run deletes the topic
+	// when the run created it (its groups go with it), else the group when
+	// the run created that; with auth on, this takes a token with the
+	// admin scope (or the static token).
+	Keep bool
 }
 
 func (c Config) withDefaults() Config {
@@ -103,6 +111,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.NATSURL == "" {
 		c.NATSURL = nats.DefaultURL
+	}
+	if c.OpsURL == "" {
+		c.OpsURL = "http://127.0.0.1:8082"
 	}
 	return c
 }
@@ -223,12 +234,31 @@ type publisher func(ctx context.Context, payload []byte) error
 // Run runs the load described by cfg until its Duration passed or ctx
 // ended, writing a progress line per Progress interval to progress (nil:
 // none), and returns the summary. Connection failures before the run
-// starts are errors; failures during it are counted in the summary.
+// starts are errors; failures during it are counted in the summary. Unless
+// Keep is set, it then deletes what the run created (see [Config.Keep]),
+// saying so on progress; when that fails, it returns the summary and an
+// error wrapping [ErrCleanup].
 func Run(ctx context.Context, cfg Config, progress io.Writer) (Summary, error) {
 	if err := cfg.Validate(); err != nil {
 		return Summary{}, err
 	}
 	c := cfg.withDefaults()
+	if c.Keep {
+		return load(ctx, c, progress)
+	}
+	clean, err := planCleanup(ctx, c)
+	if err != nil {
+		return Summary{}, fmt.Errorf("bench: the admin API at %s, which deletes what the run creates, does not answer: %w (give a token with the admin scope, -ops the hub's ops port, or -keep to leave the topic and group)", c.OpsURL, err)
+	}
+	sum, err := load(ctx, c, progress) // its members have left: their group can go
+	if cerr := clean.run(context.WithoutCancel(ctx), progress); err == nil {
+		err = cerr
+	}
+	return sum, err
+}
+
+// load runs the load of Run.
+func load(ctx context.Context, c Config, progress io.Writer) (Summary, error) {
 	sum := Summary{Transport: c.Transport, Topic: c.Topic, Publishers: c.Publishers, Consumers: c.Consumers,
 		Connections: c.Connections, Size: c.Size, Rate: c.Rate}
 	var closers []func()

@@ -62,16 +62,20 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Validate reports the first invalid setting.
+// Validate reports every invalid setting, joined, in the order of the
+// fields.
 func (c Config) Validate() error {
 	var errs []error
-	for name, d := range map[string]time.Duration{
-		"RequestTimeout": c.RequestTimeout, "HandshakeTimeout": c.HandshakeTimeout,
-		"WriteTimeout": c.WriteTimeout, "IdleTimeout": c.IdleTimeout,
-		"ReconnectMin": c.ReconnectMin, "ReconnectMax": c.ReconnectMax,
+	for _, s := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"RequestTimeout", c.RequestTimeout}, {"HandshakeTimeout", c.HandshakeTimeout},
+		{"WriteTimeout", c.WriteTimeout}, {"IdleTimeout", c.IdleTimeout},
+		{"ReconnectMin", c.ReconnectMin}, {"ReconnectMax", c.ReconnectMax},
 	} {
-		if d < 0 {
-			errs = append(errs, fmt.Errorf("client: %s must not be negative", name))
+		if s.d < 0 {
+			errs = append(errs, fmt.Errorf("client: %s must not be negative", s.name))
 		}
 	}
 	if c.OutboundQueue < 0 {

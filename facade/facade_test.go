@@ -47,6 +47,21 @@ func TestValidateTopic(t *testing.T) {
 	}
 }
 
+// TestTopicErrorNamesTheCharacter: a character outside ASCII is reported
+// as the character typed, not as one of its bytes.
+func TestTopicErrorNamesTheCharacter(t *testing.T) {
+	for topic, want := range map[string]string{
+		"orders.ä":    `character 'ä' not allowed (ASCII letters`,
+		"orders.a b":  `character ' ' not allowed`,
+		"orders.\xff": `byte 0xff (not UTF-8) not allowed`,
+	} {
+		err := facade.ValidateTopic(topic)
+		if !errors.Is(err, facade.ErrBadTopic) || !strings.Contains(err.Error(), want) {
+			t.Errorf("ValidateTopic(%q) = %v, want one containing %s", topic, err, want)
+		}
+	}
+}
+
 func TestValidatePattern(t *testing.T) {
 	tests := []struct {
 		pattern string

@@ -111,7 +111,12 @@ func validSegment(seg string) error {
 		switch {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-', c == ':':
 		default:
-			return segErr(fmt.Sprintf("character %q not allowed (letters, digits, '_', '-', ':')", c))
+			const allowed = "(ASCII letters, digits, '_', '-', ':')"
+			r, size := utf8.DecodeRuneInString(seg[i:])
+			if r == utf8.RuneError && size <= 1 {
+				return segErr(fmt.Sprintf("byte 0x%02x (not UTF-8) not allowed %s", c, allowed))
+			}
+			return segErr(fmt.Sprintf("character %q not allowed %s", r, allowed))
 		}
 	}
 	return nil

@@ -22,24 +22,46 @@
 //     codes ([wire.Codes]): meaning, whether the connection stays open,
 //     close code, HTTP status.
 //   - session.go executes one decoded frame against the bus and keeps the
-//     connection's subscriptions and leases.
+//     connection's subscriptions and leases; session_live.go and live.go
+//     its live subscriptions, which share one follower per topic.
+//   - members.go holds the gateway's one bus member per group and topic,
+//     shared by every subscription of that group on this gateway.
 //   - transport.go only writes and closes: a bounded queue drained by one
 //     writer goroutine. A client whose queue is full is disconnected (4001)
-//     rather than waited for; its in-flight events are handed back.
+//     rather than waited for; its in-flight events are handed back. After
+//     its close frame the gateway reads (and drops) what the client still
+//     sends until the client's close frame, for at most a second, so that
+//     the last frames are not lost to a connection reset.
 //
-// Each connection has exactly two goroutines (reader and writer) plus one
-// timer for its leases and, once it publishes, one publish waiter.
+// Each connection has two goroutines, its reader and its writer, and, once
+// it publishes on a bus that pipelines publishes ([facade.AsyncPublisher]),
+// a third that answers them in order. Its timers: the writer's ping
+// ticker, the AUTH timer until AUTH succeeds, one for the token's expiry
+// when it has one, and one lease sweeper, armed for the earliest lease
+// deadline, once an event was delivered.
 //
 // # Leases
 //
-// The gateway subscribes to the bus with ManualAck and MaxInFlight =
-// min(opts.maxInFlight, Config.MaxInflightPerSub): the bus never hands a
-// subscription more unacknowledged events than that, so a slow client pauses
-// its subscription and nothing is dropped. Each EVENT is leased for the
-// subscription's ackTimeoutMs; ACK / NACK / MODACK are accepted only for an
-// event whose lease is current on that subscription. An expired lease is
-// dropped, and the bus hands its event back to the group (attempt+1): each
-// lease holds the bus's delivery handle, whose deadline the lease shares.
+// The gateway's member of a group subscribes to the bus with ManualAck.
+// Its MaxInFlight, the group's window, is the first subscription's
+// maxInFlight when it names one (at most Config.MaxInflightPerSub), else
+// its groupMaxInFlight (at most Config.GroupMaxInFlight), else
+// Config.GroupMaxInFlight; it pulls batches no larger than that
+// subscription's window. Each subscription holds at most its own window,
+// min(maxInFlight, Config.MaxInflightPerSub), of leases; the member hands
+// each event to an attached subscription with room, round robin, and waits
+// while none has room (keeping the event's deadline at the store ahead), so
+// a slow client pauses the pull and nothing is dropped.
+//
+// Each EVENT is leased for the subscription's ackTimeoutMs (at most
+// Config.MaxAckTimeout); ACK / NACK / MODACK are accepted only for an event
+// whose lease is current on that subscription, and MODACK moves the lease
+// and the deadline at the store together. The sweeper drops an expired
+// lease and the event goes back to its group with attempt+1: the bus
+// redelivers it when its deadline at the store has passed as well, else the
+// gateway hands it back. An event whose EVENT frame was never written when
+// the connection ends goes back without spending an attempt when the bus's
+// deliveries are [facade.Releaser]s.
 //
 // # Concurrency
 //

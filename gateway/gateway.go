@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,7 +92,35 @@ func New(bus facade.Bus, cfg Config) (*Gateway, error) {
 	g.mux.HandleFunc("GET /ws", g.serveWS)
 	g.mux.HandleFunc("POST /publish/{topic}", g.servePublish)
 	g.mux.HandleFunc("GET /sse/{topic}", g.serveSSE)
+	g.mux.HandleFunc("/", serveUnrouted)
 	return g, nil
+}
+
+// serveUnrouted answers a request no endpoint takes, in the JSON error
+// shape of the endpoints: 405 (with Allow) for an endpoint's path with
+// another method, else 404.
+func serveUnrouted(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Path
+	oneSegment := func(prefix string) bool {
+		rest, ok := strings.CutPrefix(p, prefix)
+		return ok && rest != "" && !strings.Contains(rest, "/")
+	}
+	var allow string
+	switch {
+	case p == "/" || p == "/ws":
+		allow = "GET"
+	case oneSegment("/publish/"):
+		allow = "POST"
+	case oneSegment("/sse/"):
+		allow = "GET"
+	}
+	if allow != "" {
+		w.Header().Set("Allow", allow)
+		writeHTTPError(w, fmt.Errorf("%w: %s %s: this endpoint takes %s", wire.ErrMethodNotAllowed, r.Method, p, allow))
+		return
+	}
+	writeHTTPError(w, fmt.Errorf("%w: no endpoint %s %s (the gateway serves POST /publish/{topic}, GET /sse/{topic} and WebSocket upgrades on / and /ws)",
+		facade.ErrNotFound, r.Method, p))
 }
 
 // Handler returns the gateway's HTTP handler: WebSocket upgrades on "/" and
@@ -130,7 +160,7 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 	s.meta.id, s.meta.remote, s.meta.started = id, r.RemoteAddr, time.Now()
 	if release, err := g.admitIP(r); err != nil {
 		s.replyErr("", err, wire.CodeConnQuota)
-		t.Close(wire.CloseQuota, wire.CodeConnQuota)
+		s.closeWith(wire.CloseQuota, wire.CodeConnQuota)
 	} else {
 		defer release()
 	}
@@ -138,7 +168,7 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
-		t.Close(wire.CloseGoingAway, wire.CodeGoingAway)
+		s.closeWith(wire.CloseGoingAway, wire.CodeGoingAway)
 	} else {
 		g.sessions[s] = t
 		g.mu.Unlock()
@@ -152,6 +182,9 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 	s.end(reason)
 	s.releaseLimits()
 	writer.Wait()
+	// The reader stopped reading when the session began to close: what the
+	// client sent since is read (and dropped) until it answers the close.
+	t.linger(reason != reasonClosing)
 
 	g.mu.Lock()
 	delete(g.sessions, s)
@@ -199,6 +232,9 @@ func (g *Gateway) read(s *session, ws *websocket.Conn) (reason string) {
 			return "read: " + err.Error()
 		}
 		switch {
+		case s.closing.Load():
+			// The session began to close while the frame came in: it is
+			// dropped, as everything after it.
 		case tooLarge:
 			s.sendErr("", wire.CodeFrameTooLarge, "frame larger than "+strconv.FormatInt(limit, 10)+" bytes discarded")
 		case mt != websocket.TextMessage:
@@ -210,8 +246,12 @@ func (g *Gateway) read(s *session, ws *websocket.Conn) (reason string) {
 			buf = make([]byte, 0, 512)
 		}
 	}
-	return "closing"
+	return reasonClosing
 }
+
+// reasonClosing: the reader stopped because the session is closing, with
+// frames of the client possibly unread.
+const reasonClosing = "closing"
 
 // readFrame reads one message into buf. A message larger than limit is
 // read to its end and discarded (tooLarge).
@@ -281,9 +321,9 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	for s := range g.servers {
 		servers = append(servers, s)
 	}
-	ts := make([]transport, 0, len(g.sessions))
-	for _, t := range g.sessions {
-		ts = append(ts, t)
+	ss := make([]*session, 0, len(g.sessions))
+	for s := range g.sessions {
+		ss = append(ss, s)
 	}
 	g.mu.Unlock()
 
@@ -293,8 +333,8 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	for _, t := range ts {
-		t.Close(wire.CloseGoingAway, wire.CodeGoingAway)
+	for _, s := range ss {
+		s.closeWith(wire.CloseGoingAway, wire.CodeGoingAway)
 	}
 	done := make(chan struct{})
 	go func() { g.wg.Wait(); close(done) }()

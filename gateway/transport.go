@@ -35,8 +35,9 @@ type transport interface {
 	// connection.
 	Written() uint64
 	// Close writes the frames already queued (bounded by the write
-	// timeout), then a close frame with code and reason, and closes the
-	// connection. Idempotent; the first call's code wins.
+	// timeout), then a close frame with code and reason; the connection
+	// ends once the client answers it (or shortly after). Idempotent; the
+	// first call's code wins.
 	Close(code int, reason string)
 	// Abort closes at once, dropping queued frames: the client is too slow
 	// to be waited for. The close frame is sent on a best-effort basis.
@@ -102,10 +103,14 @@ type wsTransport struct {
 	reason   string
 	final    *[]byte // Expire's last frame
 	abort    atomic.Bool
-	broken   bool          // a write failed: nothing more can be written (writer only)
-	deadline time.Time     // the write deadline in force (writer only)
-	closeCh  chan struct{} // closed by Close / Abort
-	done     chan struct{} // closed when the writer has returned
+	broken   bool      // a write failed: nothing more can be written (writer only)
+	deadline time.Time // the write deadline in force (writer only)
+	// closeSent: the close frame was written; then the connection is left
+	// open for [wsTransport.linger] (written by the writer, read once it
+	// has returned).
+	closeSent bool
+	closeCh   chan struct{} // closed by Close / Abort
+	done      chan struct{} // closed when the writer has returned
 }
 
 func newWSTransport(ws *websocket.Conn, bc *wsbatch.Conn, queue int, writeTimeout, ping time.Duration, log *slog.Logger) *wsTransport {
@@ -257,10 +262,16 @@ func (t *wsTransport) close(code int, reason string, abort bool) {
 	close(t.closeCh)
 }
 
-// run is the writer goroutine. It returns after the connection is closed.
+// run is the writer goroutine. It returns once the close frame is written
+// (the connection is then closed by [wsTransport.linger]), or after closing
+// the connection when it cannot be written to.
 func (t *wsTransport) run() {
 	defer close(t.done)
-	defer t.ws.NetConn().Close()
+	defer func() {
+		if !t.closeSent {
+			_ = t.ws.NetConn().Close()
+		}
+	}()
 	// Once the writer is gone, Send reports closing, not a full queue.
 	defer t.close(wire.CloseNormal, "", false)
 	ping := time.NewTicker(t.ping)
@@ -386,7 +397,44 @@ func (t *wsTransport) finish() {
 		_ = t.ws.WriteMessage(websocket.TextMessage, *final)
 		putBuf(final)
 	}
-	_ = t.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, truncateString(reason, 120)), deadline)
+	err := t.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, truncateString(reason, 120)), deadline)
+	if err == nil {
+		t.closeSent = true
+		// A reader still waiting for a frame stops by the end of the
+		// linger at the latest.
+		_ = t.ws.SetReadDeadline(time.Now().Add(t.lingerTime()))
+	}
+}
+
+// lingerTime bounds how long a connection whose close frame was written
+// waits for the client's.
+func (t *wsTransport) lingerTime() time.Duration { return min(t.wt, time.Second) }
+
+// linger ends the connection once the writer has returned and the session's
+// reader has stopped. After the close frame it reads on, discarding, until
+// the client answers with its own close frame (having sent all it had
+// sent before), the connection ends, or lingerTime passes; unless
+// peerDone says the reader already saw the end. Closing with frames unread
+// would make the kernel reset the connection, and a client may then lose
+// the frames still on their way to it (ERR, the close frame): it would see
+// 1006 and not know why it was closed.
+func (t *wsTransport) linger(peerDone bool) {
+	<-t.done
+	defer t.ws.NetConn().Close()
+	if !t.closeSent || peerDone {
+		return
+	}
+	// The close frame is written: nothing more is (no answer to the
+	// client's close or pings).
+	t.ws.SetCloseHandler(func(int, string) error { return nil })
+	t.ws.SetPingHandler(func(string) error { return nil })
+	t.ws.SetPongHandler(func(string) error { return nil })
+	_ = t.ws.SetReadDeadline(time.Now().Add(t.lingerTime()))
+	for {
+		if _, _, err := t.ws.NextReader(); err != nil {
+			return
+		}
+	}
 }
 
 // drop returns the queued buffers to the pool.

@@ -414,10 +414,15 @@ func (f File) Config() Config {
 func (f File) Validate() error {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(f.Log.Level)); err != nil {
-		return fmt.Errorf("log level %q: want debug, info, warn or error", f.Log.Level)
+		return fmt.Errorf("log level %q (-log-level, $LOG_LEVEL, log.level): want debug, info, warn or error", f.Log.Level)
 	}
 	if f.Log.Format != "text" && f.Log.Format != "json" {
-		return fmt.Errorf("log format %q: want text or json", f.Log.Format)
+		return fmt.Errorf("log format %q (-log-format, $LOG_FORMAT, log.format): want text or json", f.Log.Format)
+	}
+	switch f.NATS.Sync {
+	case "", jetstream.SyncDefault, jetstream.SyncAlways:
+	default:
+		return fmt.Errorf("sync %q (-sync, $EVENTHUB_SYNC, nats.sync): want %q or %q", f.NATS.Sync, jetstream.SyncDefault, jetstream.SyncAlways)
 	}
 	return f.Config().Validate()
 }

@@ -290,6 +290,9 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 	if err != nil {
 		au.Close()
 		cancel()
+		if errors.Is(err, jetstream.ErrPortInUse) {
+			err = fmt.Errorf("%w (%s)", err, portSettings["nats"])
+		}
 		return nil, err
 	}
 	var streamAPI *auth.StreamNames

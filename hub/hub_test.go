@@ -3,7 +3,9 @@ package hub_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -128,6 +130,76 @@ func TestUnknownOpsPathIsJSONNotFound(t *testing.T) {
 		code, body := get(t, url, "")
 		if code != http.StatusNotFound || !strings.Contains(body, `"code":"not_found"`) {
 			t.Errorf("%s: %d %q", url, code, body)
+		}
+	}
+}
+
+// TestPortInUseNamesItsSetting: a taken port stops the start with an error
+// that names the flag, environment variable and file key of that port.
+func TestPortInUseNamesItsSetting(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	taken := ln.Addr().(*net.TCPAddr).Port
+	for _, tc := range []struct {
+		name string
+		cfg  hub.Config
+		want string
+	}{
+		{"ws", hub.Config{WSPort: taken}, "-ws-port, $WS_PORT, server.wsPort"},
+		{"http", hub.Config{HTTPPort: taken}, "-http-port, $HTTP_PORT, server.httpPort"},
+		{"ops", hub.Config{OpsPort: taken}, "-ops-port, $OPS_PORT, server.opsPort"},
+		{"nats", hub.Config{NATSPort: taken}, "-nats-port, $EVENTHUB_NATS_PORT, nats.port"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Memory = true
+			h, err := hub.Start(t.Context(), tc.cfg)
+			if err == nil {
+				_ = h.Shutdown(t.Context())
+				t.Fatal("started on a taken port")
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "in use") {
+				t.Fatalf("err %v, want one naming %s", err, tc.want)
+			}
+			if tc.name != "nats" && !errors.Is(err, hub.ErrPortInUse) {
+				t.Fatalf("err %v is not ErrPortInUse", err)
+			}
+		})
+	}
+}
+
+// TestPublishWrongPathOrMethodIsJSON: on the WebSocket and HTTP ports, a
+// publish or event-stream path with another method answers 405 with Allow,
+// and a path no endpoint has 404, both in the JSON error shape.
+func TestPublishWrongPathOrMethodIsJSON(t *testing.T) {
+	h := startHub(t, hub.Config{Memory: true})
+	for _, port := range []string{"ws", "http"} {
+		base := "http://" + h.Addr(port)
+		for _, tc := range []struct {
+			method, path string
+			status       int
+			code, allow  string
+		}{
+			{"POST", "/publish/a/b", http.StatusNotFound, "not_found", ""},
+			{"GET", "/publish/x", http.StatusMethodNotAllowed, "method_not_allowed", "POST"},
+			{"POST", "/sse/x", http.StatusMethodNotAllowed, "method_not_allowed", "GET"},
+			{"GET", "/sse/a/b", http.StatusNotFound, "not_found", ""},
+		} {
+			req, _ := http.NewRequestWithContext(t.Context(), tc.method, base+tc.path, strings.NewReader("{}"))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body struct{ Error struct{ Code, Msg string } }
+			err = json.NewDecoder(resp.Body).Decode(&body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status || err != nil || body.Error.Code != tc.code || resp.Header.Get("Allow") != tc.allow ||
+				resp.Header.Get("Content-Type") != "application/json" {
+				t.Errorf("%s: %s %s: %d %q (Allow %q, %s, %v), want %d %s", port, tc.method, tc.path, resp.StatusCode,
+					body.Error.Code, resp.Header.Get("Allow"), resp.Header.Get("Content-Type"), err, tc.status, tc.code)
+			}
 		}
 	}
 }

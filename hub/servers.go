@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -32,7 +33,7 @@ type servers struct {
 func (s *servers) serve(name, host string, port int, handler http.Handler, onErr func(error)) error {
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
-		return fmt.Errorf("hub: %s listener: %w", name, err)
+		return portError(name, err)
 	}
 	srv := &http.Server{
 		Handler:           handler,
@@ -52,6 +53,27 @@ func (s *servers) serve(name, host string, port int, handler http.Handler, onErr
 		}
 	})
 	return nil
+}
+
+// ErrPortInUse: a port the hub is to listen on is taken.
+var ErrPortInUse = errors.New("port in use")
+
+// portSettings names, for each of the hub's ports, the flag, environment
+// variable and file key that set it.
+var portSettings = map[string]string{
+	"ws":   "-ws-port, $WS_PORT, server.wsPort",
+	"http": "-http-port, $HTTP_PORT, server.httpPort",
+	"ops":  "-ops-port, $OPS_PORT, server.opsPort",
+	"nats": "-nats-port, $EVENTHUB_NATS_PORT, nats.port",
+}
+
+// portError is the error of a listener that could not start: it names the
+// setting of the port, and says what to do when the port is taken.
+func portError(name string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("hub: %s %w (%s): %w (is another hub running? choose another port, or -1 for none)", name, ErrPortInUse, portSettings[name], err)
+	}
+	return fmt.Errorf("hub: %s listener (%s): %w", name, portSettings[name], err)
 }
 
 // addr returns the bound address of the named listener, or "".

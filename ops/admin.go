@@ -86,7 +86,8 @@ func (w *statusWriter) WriteHeader(code int) {
 // admin authorizes an admin request (Config.AuthorizeAdmin), validates its
 // topic (a pattern too, when pattern is set: see groupRoutes) and group,
 // runs it, and writes one audit record: who, what, with which arguments,
-// and the answer's status.
+// and the answer's status (reads at debug level, actions at info, refusals
+// at warn).
 func (h *Handler) admin(fn adminFunc, pattern bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w}
@@ -111,6 +112,10 @@ func (h *Handler) admin(fn adminFunc, pattern bool) http.Handler {
 		switch {
 		case status == http.StatusUnauthorized || status == http.StatusForbidden:
 			h.log.Warn("admin call refused", attrs...)
+		case r.Method == http.MethodGet || r.Method == http.MethodHead:
+			// Reads (the console polls them every few seconds) change
+			// nothing: debug, so that actions stand out at info.
+			h.log.Debug("admin call", attrs...)
 		default:
 			h.log.Info("admin call", attrs...)
 		}

@@ -3,6 +3,7 @@ package ops_test
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -32,6 +33,25 @@ func TestRedriveStaysOnItsTopic(t *testing.T) {
 	}
 	if n, err := e.bus.TopicCount(t.Context(), "orders.created"); err != nil || n != 2 {
 		t.Fatalf("orders.created holds %d events (%v) after the redrive, want 2", n, err)
+	}
+}
+
+// TestAdminReadsLogAtDebug: the console polls the admin API's reads every
+// few seconds; they are logged at debug, actions at info.
+func TestAdminReadsLogAtDebug(t *testing.T) {
+	e := newEnv(t, jetstream.Config{}, ops.Config{})
+	publish(t, e.bus, "adm.lvl", `1`, "")
+	e.mustCall(t, "GET", "/admin/topics?topic=adm.lvl", nil)
+	e.mustCall(t, "POST", "/admin/topics/purge?topic=adm.lvl&upTo=seq:1", nil)
+	recs := e.logs.findAll("admin call")
+	if len(recs) != 2 {
+		t.Fatalf("%d admin call records, want 2: %v", len(recs), recs)
+	}
+	if r := recs[0]; r.attrs["method"] != "GET" || r.level != slog.LevelDebug {
+		t.Errorf("a read logged as %v %v, want debug", r.level, r.attrs)
+	}
+	if r := recs[1]; r.attrs["method"] != "POST" || r.level != slog.LevelInfo {
+		t.Errorf("an action logged as %v %v, want info", r.level, r.attrs)
 	}
 }
 

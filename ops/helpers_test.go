@@ -203,6 +203,7 @@ type logRecorder struct {
 
 type logRecord struct {
 	msg   string
+	level slog.Level
 	attrs map[string]string
 }
 
@@ -216,7 +217,7 @@ func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
 }
 
 func (l *logRecorder) handle(r slog.Record, pre []slog.Attr) error {
-	rec := logRecord{msg: r.Message, attrs: map[string]string{}}
+	rec := logRecord{msg: r.Message, level: r.Level, attrs: map[string]string{}}
 	for _, a := range pre {
 		rec.attrs[a.Key] = a.Value.String()
 	}
@@ -228,6 +229,19 @@ func (l *logRecorder) handle(r slog.Record, pre []slog.Attr) error {
 	l.records = append(l.records, rec)
 	l.mu.Unlock()
 	return nil
+}
+
+// findAll returns every record with msg.
+func (l *logRecorder) findAll(msg string) []logRecord {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []logRecord
+	for _, r := range l.records {
+		if r.msg == msg {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // find returns the first record with msg.

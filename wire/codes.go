@@ -88,6 +88,7 @@ const (
 	CodeNotSubscribed     = "not_subscribed"
 	CodeUnknownID         = "unknown_id"
 	CodeNotFound          = "not_found"
+	CodeMethodNotAllowed  = "method_not_allowed"
 	CodeUnsupported       = "unsupported"
 	CodeLimitExceeded     = "limit_exceeded"
 	CodeStorageFull       = "storage_full"
@@ -132,7 +133,8 @@ var codes = []CodeInfo{
 	{CodeAlreadySubscribed, "This connection already subscribes to this topic and group.", 0, true, 0},
 	{CodeNotSubscribed, "This connection has no subscription of this topic and group.", 0, true, 0},
 	{CodeUnknownID, "ACK/NACK/MODACK of an id not in flight on this subscription: never delivered, already settled, lease expired, or attempt mismatch; also afterId / SEEK lastId not found.", 0, true, http.StatusNotFound},
-	{CodeNotFound, "The topic or group does not exist (CURSOR).", 0, true, http.StatusNotFound},
+	{CodeNotFound, "The topic or group does not exist (CURSOR); HTTP: no endpoint has this path.", 0, true, http.StatusNotFound},
+	{CodeMethodNotAllowed, "HTTP: the endpoint does not take this method; the Allow header lists those it takes.", 0, false, http.StatusMethodNotAllowed},
 	{CodeUnsupported, "The bus behind the gateway lacks the capability (live subscriptions, snapshots).", 0, true, http.StatusNotImplemented},
 	{CodeLimitExceeded, "A limit of the store refuses the request (the maximum groups of a topic, streams, a stream's events or bytes); retrying does not help until an operator raises it.", 0, true, http.StatusConflict},
 	{CodeStorageFull, "The store has no storage left; retrying does not help until room is freed.", 0, true, http.StatusInsufficientStorage},
@@ -189,6 +191,7 @@ var (
 	ErrForbidden         = &facade.Error{Code: CodeForbidden, Msg: "forbidden"}
 	ErrAlreadySubscribed = &facade.Error{Code: CodeAlreadySubscribed, Msg: "already subscribed"}
 	ErrUnsupported       = &facade.Error{Code: CodeUnsupported, Msg: "not supported by this bus"}
+	ErrMethodNotAllowed  = &facade.Error{Code: CodeMethodNotAllowed, Msg: "method not allowed"}
 	ErrNotSubscribed     = &facade.Error{Code: CodeNotSubscribed, Msg: "not subscribed"}
 	ErrPublishFailed     = &facade.Error{Code: CodePublishFailed, Msg: "publish failed"}
 	ErrInternal          = &facade.Error{Code: CodeInternal, Msg: "internal error"}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,7 +12,8 @@ import (
 )
 
 // benchCmd runs a load against a running hub (see package bench): a
-// progress line per interval on stderr, the summary on stdout.
+// progress line per interval on stderr, the summary on stdout. Then it
+// deletes the topic or group the run created, unless -keep.
 func benchCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var c bench.Config
 	var asJSON bool
@@ -21,6 +23,7 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	f.str(&c.WSURL, "ws", "EVENTHUB_WS_URL", "ws://127.0.0.1:8090", "the hub's WebSocket gateway")
 	f.str(&c.HTTPURL, "http", "EVENTHUB_HTTP_URL", "http://127.0.0.1:8081", "the hub's HTTP port (POST /publish)")
 	f.urls(&c.NATSURL, "nats", "EVENTHUB_NATS_URL", "nats://127.0.0.1:4222", "the hub's NATS client port")
+	f.str(&c.OpsURL, "ops", "EVENTHUB_OPS_URL", "http://127.0.0.1:8082", "the hub's ops port, whose admin API deletes what the run created")
 	f.secret(&c.Token, "token", "EVENTHUB_TOKEN", "", "token of every connection (WebSocket AUTH, HTTP bearer, NATS token)")
 	fs.StringVar(&c.Transport, "transport", bench.TransportWS, "publishers' way in: ws (the Go client), http or nats (native JetStream publish)")
 	fs.StringVar(&c.Topic, "topic", "bench.load", "topic to publish to and consume")
@@ -33,6 +36,7 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	fs.DurationVar(&c.Duration, "duration", bench.Config{}.Duration, "how long to run (default 10s)")
 	fs.DurationVar(&c.Progress, "progress", 0, "interval of the progress line (default 1s, negative: none)")
 	fs.BoolVar(&asJSON, "json", false, "print the summary as JSON")
+	fs.BoolVar(&c.Keep, "keep", false, "keep the topic and group the run created (by default they are deleted when it ends)")
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -40,13 +44,13 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("bench: unexpected arguments %v", fs.Args())
 	}
 	sum, err := bench.Run(ctx, c, stderr)
-	if err != nil {
+	if err != nil && !errors.Is(err, bench.ErrCleanup) {
 		return err
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(sum)
+		return errors.Join(enc.Encode(sum), err)
 	}
-	return sum.WriteText(stdout)
+	return errors.Join(sum.WriteText(stdout), err)
 }

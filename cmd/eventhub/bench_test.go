@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/bench"
+	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/hub"
 )
 
@@ -16,12 +19,13 @@ import (
 // summary counts what was published and consumed, and the progress lines
 // come out on stderr.
 func TestBenchAgainstEmbeddedHub(t *testing.T) {
-	h, err := hub.Start(t.Context(), hub.Config{Memory: true, NATSPort: 0, OpsPort: -1})
+	h, err := hub.Start(t.Context(), hub.Config{Memory: true, NATSPort: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = h.Shutdown(t.Context()) })
-	urls := []string{"-ws", "ws://" + h.Addr("ws"), "-http", "http://" + h.Addr("http"), "-nats", h.Bus.Server().ClientURL()}
+	urls := []string{"-ws", "ws://" + h.Addr("ws"), "-http", "http://" + h.Addr("http"), "-nats", h.Bus.Server().ClientURL(),
+		"-ops", "http://" + h.Addr("ops")}
 	for _, tr := range []string{bench.TransportWS, bench.TransportHTTP, bench.TransportNATS} {
 		t.Run(tr, func(t *testing.T) {
 			var out, errOut bytes.Buffer
@@ -45,8 +49,48 @@ func TestBenchAgainstEmbeddedHub(t *testing.T) {
 			if !strings.Contains(errOut.String(), "ev/s") || !strings.Contains(errOut.String(), "p99") {
 				t.Fatalf("no progress line:\n%s", errOut.String())
 			}
+			// The run created the topic and its group: both are gone.
+			if _, err := h.Bus.JetStream().StreamNameBySubject(t.Context(), "bench."+tr); err == nil {
+				t.Fatalf("the run left its topic behind:\n%s", errOut.String())
+			}
+			if !strings.Contains(errOut.String(), "deleted the topic bench."+tr) {
+				t.Fatalf("the run does not say it deleted its topic:\n%s", errOut.String())
+			}
 		})
 	}
+	t.Run("group on an existing topic", func(t *testing.T) {
+		if _, err := h.Bus.Publish(t.Context(), "bench.kept", []byte(`1`), facade.PublishOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var errOut bytes.Buffer
+		args := append([]string{"bench", "-topic", "bench.kept", "-consumers", "1", "-group", "g1", "-duration", "300ms", "-progress", "-1s"}, urls...)
+		if err := run(t.Context(), args, env(nil), &bytes.Buffer{}, &errOut); err != nil {
+			t.Fatalf("%v\n%s", err, errOut.String())
+		}
+		if n, err := h.Bus.TopicCount(t.Context(), "bench.kept"); err != nil || n < 2 {
+			t.Fatalf("the topic that was there before holds %d events (%v)", n, err)
+		}
+		if _, err := h.Bus.GetCursor(t.Context(), "bench.kept", "g1"); !errors.Is(err, facade.ErrNotFound) {
+			t.Fatalf("the group the run created: %v, want ErrNotFound", err)
+		}
+		// With -keep, the group stays.
+		args = append(args, "-keep")
+		if err := run(t.Context(), args, env(nil), &bytes.Buffer{}, &errOut); err != nil {
+			t.Fatalf("%v\n%s", err, errOut.String())
+		}
+		if _, err := h.Bus.GetCursor(t.Context(), "bench.kept", "g1"); err != nil {
+			t.Fatalf("the group of a -keep run: %v", err)
+		}
+	})
+	t.Run("admin API refused", func(t *testing.T) {
+		h := startHubWithToken(t)
+		args := []string{"bench", "-topic", "bench.x", "-duration", "300ms", "-token", "not-the-token-0123",
+			"-ws", "ws://" + h.Addr("ws"), "-ops", "http://" + h.Addr("ops")}
+		err := run(t.Context(), args, env(nil), &bytes.Buffer{}, &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), "admin scope") || !strings.Contains(err.Error(), "-keep") {
+			t.Fatalf("err %v, want one saying what cleanup needs", err)
+		}
+	})
 	t.Run("rate and text", func(t *testing.T) {
 		var out, errOut bytes.Buffer
 		args := append([]string{"bench", "-rate", "100", "-publishers", "2", "-duration", "1s", "-progress", "-1s"}, urls...)
@@ -65,4 +109,14 @@ func TestBenchAgainstEmbeddedHub(t *testing.T) {
 			t.Fatalf("err %v", err)
 		}
 	})
+}
+
+func startHubWithToken(t *testing.T) *hub.Hub {
+	t.Helper()
+	h, err := hub.Start(t.Context(), hub.Config{Memory: true, NATSPort: -1, Auth: auth.Config{Token: "static-token-0123456789"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Shutdown(t.Context()) })
+	return h
 }

@@ -59,9 +59,26 @@ func TestHelpExitsZero(t *testing.T) {
 	}
 }
 
+// TestHelpListsSubcommands: eventhub -h names every subcommand, with a
+// line each, before the flags of serve.
+func TestHelpListsSubcommands(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"serve", "-h"}, {"help"}} {
+		out, err := exec.Command(binary(t), args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("eventhub %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		for _, cmd := range []string{"serve", "config", "export", "topics create", "token", "healthcheck", "bench", "version"} {
+			if !strings.Contains(string(out), "\n  eventhub "+cmd) && !strings.Contains(string(out), "\n  eventhub ["+cmd+"]") {
+				t.Errorf("eventhub %s does not list %q:\n%s", strings.Join(args, " "), cmd, out)
+			}
+		}
+	}
+}
+
 func TestMalformedEnvironmentIsRefused(t *testing.T) {
 	for _, tc := range []struct{ name, value string }{
 		{"WS_PORT", "80a"}, {"EVENTHUB_MEMORY", "yes please"}, {"JWT_LEEWAY", "5"},
+		{"EVENTHUB_SYNC", "sometimes"}, {"LOG_LEVEL", "loud"}, {"LOG_FORMAT", "xml"},
 	} {
 		_, err := parseServe(nil, env(map[string]string{tc.name: tc.value}), &syncBuffer{})
 		if err == nil || !strings.Contains(err.Error(), tc.name) {

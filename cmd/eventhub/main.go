@@ -70,11 +70,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 }
 
 const usage = `usage:
-  eventhub [serve] [flags]   run the hub (eventhub serve -h lists the flags)
+  eventhub [serve] [flags]   run the hub (eventhub -h lists the flags)
   eventhub config [flags]    print the effective configuration (file, environment, flags), secrets redacted
   eventhub export -topic T   write a topic's events (-from, -to, -limit) as NDJSON to -out
   eventhub topics create T…  create the topics' streams now, so native NATS clients can publish to them
   eventhub token -scopes S   mint a development HS256 token signed with $JWT_SECRET
   eventhub healthcheck       exit 0 when the hub on this machine is ready (GET /readyz)
   eventhub bench             publish and consume load against a running hub (eventhub bench -h lists the flags)
-  eventhub version           print the version`
+  eventhub version           print the version
+  eventhub help              print this list`

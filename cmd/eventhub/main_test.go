@@ -80,8 +80,8 @@ projector: {states: proc.state}
 			}
 		}},
 		{name: "nats port open beyond loopback", args: []string{"-nats-host", "0.0.0.0"}, wantErr: hub.ErrInsecureListen},
-		{name: "bad sync", args: []string{"-sync", "sometimes"}, errText: "sync"},
-		{name: "bad log level", args: []string{"-log-level", "loud"}, errText: "log level"},
+		{name: "bad sync", args: []string{"-sync", "sometimes"}, errText: "-sync, $EVENTHUB_SYNC"},
+		{name: "bad log level", args: []string{"-log-level", "loud"}, errText: "-log-level, $LOG_LEVEL"},
 		{name: "stray argument", args: []string{"extra"}, errText: "unexpected arguments"},
 		{name: "missing config file", args: []string{"-config", "/nonexistent.yaml"}, errText: "read config"},
 		{name: "config file", args: []string{"-config", configFile}, check: func(t *testing.T, c hub.Config) {

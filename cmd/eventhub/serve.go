@@ -172,6 +172,10 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (hu
 func serveFlags(file *hub.File, getenv func(string) string, out io.Writer) (*flag.FlagSet, *flags, *string) {
 	fs := flag.NewFlagSet("eventhub serve", flag.ContinueOnError)
 	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "%s\n\nflags of eventhub [serve] and eventhub config (each also read from the environment variable named):\n", usage)
+		fs.PrintDefaults()
+	}
 	f := newFlags(fs, getenv)
 	n, srv := &file.NATS, &file.Server
 	f.urls(&n.URL, "nats-url", "NATS_URL", n.URL, "external NATS server or cluster URL(s); empty runs an embedded server")

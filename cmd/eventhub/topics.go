@@ -6,12 +6,24 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/hub"
 	"github.com/eventhub/eventhub/jetstream"
 )
+
+// errNoAuthNeeded: credentials were given to a server that takes none.
+var errNoAuthNeeded = errors.New("credentials given to a server without auth")
+
+// looksLikeTopic reports whether a token is a dotted topic name rather than
+// a credential: a static token has no dots, a JWT (which has) starts with
+// "eyJ", its JSON header in base64url.
+func looksLikeTopic(token string) bool {
+	return strings.Contains(token, ".") && !strings.HasPrefix(token, "eyJ") && facade.ValidateTopic(token) == nil
+}
 
 // topics declares topics ahead of their first use: "eventhub topics create
 // T…" creates each topic's stream (its own, or the family stream the
@@ -37,6 +49,9 @@ func topics(ctx context.Context, args []string, getenv func(string) string, stdo
 	if fs.NArg() == 0 {
 		return errors.New("topics create: name at least one topic")
 	}
+	if looksLikeTopic(token) {
+		return fmt.Errorf("topics create: -nats-token %q is a topic name, not a token: was the variable after -nats-token empty?", token)
+	}
 	oc := jetstream.OpenConfig{URL: natsURL}
 	if configFile != "" {
 		fc, err := hub.LoadFile(configFile)
@@ -58,6 +73,11 @@ func topics(ctx context.Context, args []string, getenv func(string) string, stdo
 		return fmt.Errorf("topics create: %w", err)
 	}
 	defer bus.Close()
+	if given := token != "" || user != "" || creds != ""; given && !bus.Conn().AuthRequired() {
+		// The value meant for the flag is likely missing (an unset
+		// variable), so that the flag took an argument meant for another.
+		return fmt.Errorf("topics create: %w: the NATS server at %s needs no credentials, yet some were given (-nats-token, -nats-user or -nats-creds): was the variable after one of them empty?", errNoAuthNeeded, natsURL)
+	}
 	for _, t := range fs.Args() {
 		stream, err := bus.CreateTopic(ctx, t)
 		if err != nil {

@@ -67,3 +67,50 @@ func TestTopicsCreate(t *testing.T) {
 		t.Fatalf("the refusal took %v", d)
 	}
 }
+
+// TestTopicsCreateRefusesAMissingToken: "-nats-token $WS_TOKEN t1 t2" with
+// the variable unset makes t1 the token. Such a command is refused, whether
+// the hub needs a token or not, and creates nothing.
+func TestTopicsCreateRefusesAMissingToken(t *testing.T) {
+	const static = "static-token-0123456789"
+	open, err := hub.Start(t.Context(), hub.Config{Memory: true, OpsPort: -1, WSPort: -1, HTTPPort: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = open.Shutdown(context.Background()) })
+	closed, err := hub.Start(t.Context(), hub.Config{Memory: true, OpsPort: -1, WSPort: -1, HTTPPort: -1, Auth: auth.Config{Token: static}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = closed.Shutdown(context.Background()) })
+	for _, tc := range []struct {
+		name string
+		h    *hub.Hub
+		args []string
+		want string
+	}{
+		{"topic as token, hub without auth", open, []string{"-nats-token", "orders.new", "orders.paid"}, "is a topic name, not a token"},
+		{"topic as token, hub with auth", closed, []string{"-nats-token", "orders.new", "orders.paid"}, "is a topic name, not a token"},
+		{"a token to a hub without auth", open, []string{"-nats-token", "neworders", "orders.paid"}, "needs no credentials"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"topics", "create", "-nats-url", tc.h.Bus.Server().ClientURL()}, tc.args...)
+			var out bytes.Buffer
+			err := run(t.Context(), args, env(nil), &out, &bytes.Buffer{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want one saying %q", err, tc.want)
+			}
+			if name, err := tc.h.Bus.JetStream().StreamNameBySubject(t.Context(), "orders.paid"); err == nil || out.Len() > 0 {
+				t.Fatalf("a topic was created: %s %s", name, out.String())
+			}
+		})
+	}
+	// Without a token, the hub without auth creates the topics.
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"topics", "create", "-nats-url", open.Bus.Server().ClientURL(), "orders.paid"}, env(nil), &out, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "orders.paid\tEH_orders_paid_") {
+		t.Fatalf("output %q", out.String())
+	}
+}

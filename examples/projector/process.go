@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,65 @@ type ProcessState struct {
 // ProcessID returns the key of a process: "host:name:pid".
 func ProcessID(host, name string, pid int) string {
 	return host + ":" + name + ":" + strconv.Itoa(pid)
+}
+
+// ErrNotHeartbeat is returned by [ParseHeartbeat] for an event that does
+// not say which process it is about.
+var ErrNotHeartbeat = errors.New("not a heartbeat")
+
+// ParseHeartbeat reads a heartbeat event: its payload, with the host, name
+// and pid it lacks taken from its key when the key is a process id
+// ("host:name:pid", as [ProcessID] makes). It fails with [ErrNotHeartbeat],
+// naming what is missing, when the payload is not a JSON object or the
+// three are not all known.
+func ParseHeartbeat(e *facade.EventRecord) (Heartbeat, error) {
+	var hb Heartbeat
+	if err := json.Unmarshal(e.Payload, &hb); err != nil {
+		return Heartbeat{}, fmt.Errorf("%w: payload: %w", ErrNotHeartbeat, err)
+	}
+	if host, name, pid, ok := parseProcessID(e.Key); ok {
+		if hb.Host == "" {
+			hb.Host = host
+		}
+		if hb.Name == "" {
+			hb.Name = name
+		}
+		if hb.PID <= 0 {
+			hb.PID = pid
+		}
+	}
+	var missing []string
+	if hb.Host == "" {
+		missing = append(missing, "host")
+	}
+	if hb.Name == "" {
+		missing = append(missing, "name")
+	}
+	if hb.PID <= 0 {
+		missing = append(missing, "pid (a positive number)")
+	}
+	if len(missing) > 0 {
+		return Heartbeat{}, fmt.Errorf("%w: no %s in the payload or the key (host:name:pid)", ErrNotHeartbeat, strings.Join(missing, ", "))
+	}
+	return hb, nil
+}
+
+// parseProcessID splits a key made by [ProcessID]: the pid after the last
+// ':', the name before it, the host (which may hold ':') before that.
+func parseProcessID(key string) (host, name string, pid int, ok bool) {
+	i := strings.LastIndexByte(key, ':')
+	if i < 0 {
+		return "", "", 0, false
+	}
+	pid, err := strconv.Atoi(key[i+1:])
+	if err != nil || pid <= 0 {
+		return "", "", 0, false
+	}
+	j := strings.LastIndexByte(key[:i], ':')
+	if j <= 0 || j == i-1 {
+		return "", "", 0, false
+	}
+	return key[:j], key[j+1 : i], pid, true
 }
 
 // Config configures a [Projector]. The zero value projects
@@ -321,10 +381,10 @@ func (p *Projector) loop() {
 }
 
 func (p *Projector) apply(ctx context.Context, e *facade.EventRecord) error {
-	var hb Heartbeat
-	if err := json.Unmarshal(e.Payload, &hb); err != nil || hb.Host == "" || hb.Name == "" || hb.PID <= 0 {
+	hb, err := ParseHeartbeat(e)
+	if err != nil {
 		p.invalid.Add(1)
-		p.log.Warn("not a heartbeat, skipped", "id", e.ID, "err", err)
+		p.log.Warn("heartbeat skipped", "id", e.ID, "key", e.Key, "err", err)
 		return nil
 	}
 	p.heartbeats.Add(1)

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -178,6 +180,70 @@ func TestStaleAndAliveAgain(t *testing.T) {
 	}
 	if st, _ := stateOf(t, b, "stt", 1234); st.CPUPct != 20 || st.Status != projector.StatusAlive {
 		t.Fatalf("state %+v", st)
+	}
+}
+
+// TestDocumentedHeartbeatShapes: a heartbeat as the protocol's examples
+// publish it (the process in the key, the metrics in the payload) is
+// projected; one that names no process is skipped with a log line that says
+// what is missing.
+func TestDocumentedHeartbeatShapes(t *testing.T) {
+	b := newBus(t, natstest.RunEmbedded(t))
+	var logs testutil.Buffer
+	p, err := projector.Start(t.Context(), b, projector.Config{
+		StaleAfter: time.Minute, MinInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := b.Publish(t.Context(), projector.DefaultHeartbeats, json.RawMessage(`{"pid":1234,"cpu_pct":12.5}`),
+		facade.PublishOptions{Key: "h:stt:1234"}); err != nil {
+		t.Fatal(err)
+	}
+	if st := waitStatus(t, b, "stt", 1234, projector.StatusAlive); st.Host != "h" || st.CPUPct != 12.5 {
+		t.Fatalf("state %+v", st)
+	}
+	if _, err := b.Publish(t.Context(), projector.DefaultHeartbeats, json.RawMessage(`{"pid":1234,"name":"stt"}`),
+		facade.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, 10*time.Second, func() error {
+		if !strings.Contains(logs.String(), "heartbeat skipped") {
+			return fmt.Errorf("no log of the skipped heartbeat:\n%s", logs.String())
+		}
+		return nil
+	})
+	if out := logs.String(); strings.Contains(out, "err=<nil>") || !strings.Contains(out, "no host in the payload or the key") {
+		t.Fatalf("the skipped heartbeat's log does not say what is missing:\n%s", out)
+	}
+	if s := p.Stats(); s.Heartbeats != 1 || s.Invalid != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestParseHeartbeat(t *testing.T) {
+	for _, tc := range []struct {
+		payload, key string
+		want         projector.Heartbeat
+		missing      string
+	}{
+		{payload: `{"pid":7,"name":"api","host":"a","cpu_pct":1}`, want: projector.Heartbeat{PID: 7, Name: "api", Host: "a", CPUPct: 1}},
+		{payload: `{"cpu_pct":2}`, key: "a:api:7", want: projector.Heartbeat{PID: 7, Name: "api", Host: "a", CPUPct: 2}},
+		{payload: `{"pid":7}`, key: "fe80::1:api:7", want: projector.Heartbeat{PID: 7, Name: "api", Host: "fe80::1"}},
+		{payload: `{"pid":7,"name":"api"}`, missing: "no host in"},
+		{payload: `{}`, key: "a:api:x", missing: "no host, name, pid (a positive number) in"},
+		{payload: `[1]`, missing: "payload"},
+	} {
+		hb, err := projector.ParseHeartbeat(&facade.EventRecord{Payload: json.RawMessage(tc.payload), Key: tc.key})
+		switch {
+		case tc.missing != "":
+			if !errors.Is(err, projector.ErrNotHeartbeat) || !strings.Contains(err.Error(), tc.missing) {
+				t.Errorf("%s key %q: %v, want ErrNotHeartbeat naming %q", tc.payload, tc.key, err, tc.missing)
+			}
+		case err != nil || hb != tc.want:
+			t.Errorf("%s key %q: %+v, %v; want %+v", tc.payload, tc.key, hb, err, tc.want)
+		}
 	}
 }
 

@@ -39,7 +39,7 @@ type Features struct {
 	NoCursors bool
 	// NoKeys: LatestByKey is not supported.
 	NoKeys bool
-	// NoInProcessFilter: SubscribeOptions.Filter is not honoured.
+	// NoFilter: SubscribeOptions.Filter is not honoured.
 	NoFilter bool
 }
 
