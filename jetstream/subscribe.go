@@ -19,6 +19,7 @@ type subscription struct {
 	ti      *topicInfo
 	group   string
 	opts    facade.SubscribeOptions
+	retry   facade.RetryPolicy // the group's, defaults applied
 	handler facade.Handler
 	h       *subHandle // the Subscribe call's handle
 
@@ -88,6 +89,19 @@ func (h *subHandle) Drain(ctx context.Context) error {
 
 // Done implements [facade.Subscription].
 func (h *subHandle) Done() <-chan struct{} { return h.done }
+
+// CheckRetry reports, with [facade.ErrConflictingOption], whether p differs
+// from the retry policy of the subscription's group: what a process
+// sharing one member of a group among several callers checks of every
+// caller after the first.
+func (h *subHandle) CheckRetry(p facade.RetryPolicy) error {
+	for _, s := range h.subs {
+		if w := p.WithDefaults(s.b.cfg.RetryBackoff, s.b.cfg.MaxRetryBackoff); !w.Equal(s.retry) {
+			return fmt.Errorf("%w: retry %s: group %s of %s retries %s", facade.ErrConflictingOption, w, s.group, s.ti.topic, s.retry)
+		}
+	}
+	return nil
+}
 
 // Err implements [facade.Subscription].
 func (h *subHandle) Err() error {
@@ -166,14 +180,14 @@ func (b *Bus) subscribeOne(ctx context.Context, topic, group string, handler fac
 	if err != nil {
 		return nil, err
 	}
-	cons, err := b.ensureGroup(ctx, ti, group, opts)
+	cons, retry, err := b.ensureGroup(ctx, ti, group, opts)
 	if err != nil {
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	pctx, stopPull := context.WithCancel(sctx)
 	s := &subscription{
-		b: b, ti: ti, group: group, opts: opts, handler: handler, h: h,
+		b: b, ti: ti, group: group, opts: opts, retry: retry, handler: handler, h: h,
 		ctx: sctx, cancel: cancel, pullCtx: pctx, stopPull: stopPull,
 		sem:  make(chan struct{}, opts.MaxInFlight),
 		done: make(chan struct{}),
@@ -254,7 +268,10 @@ func (s *subscription) run(cc jetstream.ConsumeContext) {
 		}
 		backoff = min(2*backoff, 5*time.Second)
 		cc = nil
-		cons, err := s.b.ensureGroup(s.pullCtx, s.ti, s.group, s.opts)
+		// The group keeps the retry policy this member started with: a
+		// group created again meanwhile has its first creator's policy,
+		// which a member that asked for another is refused (and logs).
+		cons, _, err := s.b.ensureGroup(s.pullCtx, s.ti, s.group, s.opts)
 		if err == nil {
 			s.groupAckWait.Store(int64(cons.CachedInfo().Config.AckWait))
 			cc, err = s.consume(cons)
@@ -437,9 +454,7 @@ func (s *subscription) fail(d *delivery, reason string) {
 		s.deadLetter(d, reason)
 		return
 	}
-	delay := s.b.cfg.RetryBackoff << min(d.attempt-1, 16)
-	delay = min(delay, s.b.cfg.MaxRetryBackoff)
-	if err := d.msg.NakWithDelay(delay); err != nil {
+	if err := d.msg.NakWithDelay(s.retry.Delay(d.attempt)); err != nil {
 		s.b.log.Warn("nack", "topic", s.ti.topic, "group", s.group, "id", d.rec.ID, "err", err)
 	}
 }
