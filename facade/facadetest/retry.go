@@ -116,3 +116,37 @@ func testRetryIsTheGroups(t *testing.T, env Env) {
 		t.Fatalf("retry on a group created without one: %v, want ErrConflictingOption", err)
 	}
 }
+
+// testRetryExpiredLease: a lease the hub ends itself (the member's ack
+// timeout is shorter than the group's ack wait) is handed back after the
+// retry delay, as a nack is.
+func testRetryExpiredLease(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	nop := func(context.Context, facade.Delivery) error { return nil }
+	// The group's ack wait is a minute, its retry delay 800 ms.
+	first, err := b.Subscribe(t.Context(), topic, group, nop, facade.SubscribeOptions{
+		AckTimeoutMs: 60_000, Retry: &facade.RetryPolicy{BackoffMs: []int64{800}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c := newCollector()
+	subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{ManualAck: true, AckTimeoutMs: 300})
+	publish(t, b, topic, `{"n":0}`, facade.PublishOptions{})
+	r1 := c.next(t) // left to expire
+	t1 := time.Now()
+	r2 := c.next(t)
+	if r2.d.Attempt() != 2 || r2.e.ID != r1.e.ID {
+		t.Fatalf("after the lease expired: %s attempt %d", r2.e.ID, r2.d.Attempt())
+	}
+	if got, least := time.Since(t1), 300*time.Millisecond+800*time.Millisecond; got < least-50*time.Millisecond {
+		t.Fatalf("redelivered %v after the first delivery, want the lease (300 ms) and the retry delay (800 ms)", got)
+	}
+	if err := r2.d.Ack(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -41,6 +41,7 @@ func Run(t *testing.T, env Env) {
 		{"RetryPolicyList", testRetryList, false, false},
 		{"RetryPolicyExponential", testRetryExponential, false, false},
 		{"RetryPolicyIsTheGroups", testRetryIsTheGroups, false, false},
+		{"RetryPolicyOnExpiredLease", testRetryExpiredLease, false, false},
 		{"OutOfOrderAcksThenRestartOfHub", testOutOfOrderAcks, false, false},
 		{"SetCursorRewindsAndSkips", testSetCursor, env.Features.NoCursors, false},
 		{"GetCursorUnknownGroup", testCursorUnknown, env.Features.NoCursors, false},
