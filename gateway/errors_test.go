@@ -286,12 +286,13 @@ func TestErrorCodes(t *testing.T) {
 			// The first subscription of the group on this gateway creates
 			// it with its retry policy; later ones (other connections,
 			// sharing the gateway's member) must ask for the same or none.
+			// The frames of docs/protocol.md.
 			c := admin(t, std)
-			c.ok(subscribeFrame("co.t", "g", `{"retry":{"backoffMs":[500]}}`))
+			c.ok(subscribeFrame("orders.created", "billing", `{"retry":{"backoffMs":[1000,5000,30000]}}`))
 			c2 := admin(t, std)
-			rawErr(t, c2, `{"op":"SUBSCRIBE","corr":"k","topic":"co.t","group":"g","opts":{"retry":{"minBackoffMs":50}}}`, wire.CodeConflictingOption, false)
-			c2.ok(subscribeFrame("co.t", "g", `{"retry":{"backoffMs":[500]}}`))
-			admin(t, std).ok(subscribeFrame("co.t", "g", ""))
+			rawErr(t, c2, `{"op":"SUBSCRIBE","corr":"k","topic":"orders.created","group":"billing","opts":{"retry":{"minBackoffMs":50}}}`, wire.CodeConflictingOption, false)
+			c2.ok(subscribeFrame("orders.created", "billing", `{"retry":{"backoffMs":[1000,5000,30000]}}`))
+			admin(t, std).ok(subscribeFrame("orders.created", "billing", ""))
 		}},
 		{wire.CodeTooLarge, "store max payload", func(t *testing.T) {
 			c := admin(t, std)

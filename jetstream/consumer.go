@@ -68,10 +68,16 @@ func (b *Bus) checkRetry(ti *topicInfo, group string, cfg jetstream.ConsumerConf
 		return have, nil
 	}
 	if w := want.WithDefaults(b.cfg.RetryBackoff, b.cfg.MaxRetryBackoff); !w.Equal(have) {
-		return facade.RetryPolicy{}, fmt.Errorf("%w: retry %s: group %s of %s retries %s (set when it was created); subscribe without retry to follow it, or delete the group to change it",
-			facade.ErrConflictingOption, w, group, ti.topic, have)
+		return facade.RetryPolicy{}, retryConflict(w, have, group, ti.topic)
 	}
 	return have, nil
+}
+
+// retryConflict is the error of a member asking for retry policy want of
+// a group that has another.
+func retryConflict(want, have facade.RetryPolicy, group, topic string) error {
+	return fmt.Errorf("%w: retry %s: group %s of %s retries %s (set when it was created); subscribe without retry to follow it, or delete the group to change it",
+		facade.ErrConflictingOption, want, group, topic, have)
 }
 
 // provisionGroup is ensureGroup without the retry policy.

@@ -97,7 +97,7 @@ func (h *subHandle) Done() <-chan struct{} { return h.done }
 func (h *subHandle) CheckRetry(p facade.RetryPolicy) error {
 	for _, s := range h.subs {
 		if w := p.WithDefaults(s.b.cfg.RetryBackoff, s.b.cfg.MaxRetryBackoff); !w.Equal(s.retry) {
-			return fmt.Errorf("%w: retry %s: group %s of %s retries %s", facade.ErrConflictingOption, w, s.group, s.ti.topic, s.retry)
+			return retryConflict(w, s.retry, s.group, s.ti.topic)
 		}
 	}
 	return nil
