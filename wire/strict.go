@@ -41,8 +41,8 @@ var (
 	subscribeSchema = schemaOf(reflect.TypeFor[facade.SubscribeOptions](), map[string]*schema{
 		"retry": schemaOf(reflect.TypeFor[facade.RetryPolicy](), nil),
 	})
-	publishSchema   = schemaOf(reflect.TypeFor[facade.PublishOptions](), nil)
-	liveSchema      = schemaOf(reflect.TypeFor[LiveOptions](), map[string]*schema{
+	publishSchema = schemaOf(reflect.TypeFor[facade.PublishOptions](), nil)
+	liveSchema    = schemaOf(reflect.TypeFor[LiveOptions](), map[string]*schema{
 		"since": schemaOf(reflect.TypeFor[LivePosition](), nil),
 	})
 	frameSchema = schemaOf(reflect.TypeFor[Frame](), map[string]*schema{
