@@ -184,7 +184,7 @@ func (d *delivery) expire(now time.Time) {
 	d.s.obs.Nacked()
 	if handBack {
 		// Handed back by the hub, as a nack is: after the retry delay.
-		_ = d.msg.NakWithDelay(d.s.retry.Delay(d.attempt))
+		_ = d.msg.NakWithDelay(d.s.retry.Load().Delay(d.attempt))
 	}
 }
 

@@ -15,11 +15,13 @@ import (
 
 // subscription is one member of a group on one topic.
 type subscription struct {
-	b       *Bus
-	ti      *topicInfo
-	group   string
-	opts    facade.SubscribeOptions
-	retry   facade.RetryPolicy // the group's, defaults applied
+	b     *Bus
+	ti    *topicInfo
+	group string
+	opts  facade.SubscribeOptions
+	// retry is the group's retry policy (defaults applied), as this
+	// member last provisioned the group.
+	retry   atomic.Pointer[facade.RetryPolicy]
 	handler facade.Handler
 	h       *subHandle // the Subscribe call's handle
 
@@ -96,8 +98,9 @@ func (h *subHandle) Done() <-chan struct{} { return h.done }
 // caller after the first.
 func (h *subHandle) CheckRetry(p facade.RetryPolicy) error {
 	for _, s := range h.subs {
-		if w := p.WithDefaults(s.b.cfg.RetryBackoff, s.b.cfg.MaxRetryBackoff); !w.Equal(s.retry) {
-			return retryConflict(w, s.retry, s.group, s.ti.topic)
+		have := *s.retry.Load()
+		if w := p.WithDefaults(s.b.cfg.RetryBackoff, s.b.cfg.MaxRetryBackoff); !w.Equal(have) {
+			return retryConflict(w, have, s.group, s.ti.topic)
 		}
 	}
 	return nil
@@ -187,7 +190,7 @@ func (b *Bus) subscribeOne(ctx context.Context, topic, group string, handler fac
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	pctx, stopPull := context.WithCancel(sctx)
 	s := &subscription{
-		b: b, ti: ti, group: group, opts: opts, retry: retry, handler: handler, h: h,
+		b: b, ti: ti, group: group, opts: opts, handler: handler, h: h,
 		ctx: sctx, cancel: cancel, pullCtx: pctx, stopPull: stopPull,
 		sem:  make(chan struct{}, opts.MaxInFlight),
 		done: make(chan struct{}),
@@ -196,6 +199,7 @@ func (b *Bus) subscribeOne(ctx context.Context, topic, group string, handler fac
 		obs:  b.cfg.Observer.Group(topic, group),
 	}
 	s.groupAckWait.Store(int64(cons.CachedInfo().Config.AckWait))
+	s.retry.Store(&retry)
 
 	b.subsMu.Lock()
 	if b.closed {
@@ -268,12 +272,14 @@ func (s *subscription) run(cc jetstream.ConsumeContext) {
 		}
 		backoff = min(2*backoff, 5*time.Second)
 		cc = nil
-		// The group keeps the retry policy this member started with: a
-		// group created again meanwhile has its first creator's policy,
-		// which a member that asked for another is refused (and logs).
-		cons, _, err := s.b.ensureGroup(s.pullCtx, s.ti, s.group, s.opts)
+		// A group created again meanwhile (deleted by an operator) has
+		// its new creator's retry policy: a member that set none follows
+		// it, one that asked for another is refused (and logs, and tries
+		// again).
+		cons, retry, err := s.b.ensureGroup(s.pullCtx, s.ti, s.group, s.opts)
 		if err == nil {
 			s.groupAckWait.Store(int64(cons.CachedInfo().Config.AckWait))
+			s.retry.Store(&retry)
 			cc, err = s.consume(cons)
 		}
 		if err != nil {
@@ -454,7 +460,7 @@ func (s *subscription) fail(d *delivery, reason string) {
 		s.deadLetter(d, reason)
 		return
 	}
-	if err := d.msg.NakWithDelay(s.retry.Delay(d.attempt)); err != nil {
+	if err := d.msg.NakWithDelay(s.retry.Load().Delay(d.attempt)); err != nil {
 		s.b.log.Warn("nack", "topic", s.ti.topic, "group", s.group, "id", d.rec.ID, "err", err)
 	}
 }
