@@ -64,6 +64,9 @@ var (
 	ErrBadID = &Error{Code: "bad_id", Msg: "invalid event id"}
 	// ErrInvalidOption: a publish or subscribe option is out of range.
 	ErrInvalidOption = &Error{Code: "bad_request", Msg: "invalid option"}
+	// ErrConflictingOption: a subscribe option that a group holds for all
+	// its members (its retry policy) differs from the group's.
+	ErrConflictingOption = &Error{Code: "conflicting_option", Msg: "option conflicts with the group's"}
 	// ErrKeyRequired: the topic is compacted and the event has no key.
 	ErrKeyRequired = &Error{Code: "key_required", Msg: "compacted topic needs a key"}
 	// ErrUnknownID: no event with that id was found (afterId, SetCursor).

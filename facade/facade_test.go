@@ -226,3 +226,72 @@ func (stubDelivery) Deadline() time.Time                         { return time.T
 func (stubDelivery) Ack(context.Context) error                   { return facade.ErrSettled }
 func (stubDelivery) Nack(context.Context, string) error          { return facade.ErrSettled }
 func (stubDelivery) Extend(context.Context, time.Duration) error { return facade.ErrSettled }
+
+func TestRetryPolicy(t *testing.T) {
+	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	def := func(p facade.RetryPolicy) facade.RetryPolicy {
+		return p.WithDefaults(100*time.Millisecond, 10*time.Second)
+	}
+	tests := []struct {
+		name   string
+		p      facade.RetryPolicy
+		want   facade.RetryPolicy // with defaults
+		delays []time.Duration    // after attempts 1, 2, …
+	}{
+		{"default", facade.RetryPolicy{}, facade.RetryPolicy{MinBackoffMs: 100, MaxBackoffMs: 10_000},
+			[]time.Duration{ms(100), ms(200), ms(400), ms(800)}},
+		{"exponential", facade.RetryPolicy{MinBackoffMs: 1000, MaxBackoffMs: 5000}, facade.RetryPolicy{MinBackoffMs: 1000, MaxBackoffMs: 5000},
+			[]time.Duration{ms(1000), ms(2000), ms(4000), ms(5000), ms(5000)}},
+		{"only a minimum above the default maximum", facade.RetryPolicy{MinBackoffMs: 60_000}, facade.RetryPolicy{MinBackoffMs: 60_000, MaxBackoffMs: 60_000},
+			[]time.Duration{ms(60_000), ms(60_000)}},
+		{"only a maximum below the default minimum", facade.RetryPolicy{MaxBackoffMs: 50}, facade.RetryPolicy{MinBackoffMs: 50, MaxBackoffMs: 50},
+			[]time.Duration{ms(50), ms(50)}},
+		{"list", facade.RetryPolicy{BackoffMs: []int64{1000, 5000, 30_000}}, facade.RetryPolicy{BackoffMs: []int64{1000, 5000, 30_000}},
+			[]time.Duration{ms(1000), ms(5000), ms(30_000), ms(30_000)}},
+		{"a day, doubling far", facade.RetryPolicy{MinBackoffMs: 1, MaxBackoffMs: facade.MaxBackoffMs}, facade.RetryPolicy{MinBackoffMs: 1, MaxBackoffMs: facade.MaxBackoffMs},
+			[]time.Duration{ms(1), ms(2), ms(4)}},
+	}
+	for _, tc := range tests {
+		if err := tc.p.Validate(); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		got := def(tc.p)
+		if !got.Equal(tc.want) {
+			t.Errorf("%s: with defaults %+v, want %+v", tc.name, got, tc.want)
+		}
+		for i, want := range tc.delays {
+			if d := got.Delay(i + 1); d != want {
+				t.Errorf("%s: delay after attempt %d: %v, want %v", tc.name, i+1, d, want)
+			}
+		}
+	}
+	if d := def(facade.RetryPolicy{MinBackoffMs: 1, MaxBackoffMs: facade.MaxBackoffMs}).Delay(1000); d != ms(facade.MaxBackoffMs) {
+		t.Errorf("delay after attempt 1000: %v, want the maximum", d)
+	}
+
+	bad := []facade.RetryPolicy{
+		{MinBackoffMs: -1},
+		{MaxBackoffMs: facade.MaxBackoffMs + 1},
+		{MinBackoffMs: 2000, MaxBackoffMs: 1000},
+		{BackoffMs: []int64{}},
+		{BackoffMs: []int64{100, 0}},
+		{BackoffMs: []int64{100}, MaxBackoffMs: 100},
+		{BackoffMs: make([]int64, 101)},
+	}
+	for _, p := range bad {
+		if err := p.Validate(); !errors.Is(err, facade.ErrInvalidOption) {
+			t.Errorf("%+v: %v, want ErrInvalidOption", p, err)
+		}
+		if err := (facade.SubscribeOptions{Retry: &p}).Validate(); !errors.Is(err, facade.ErrInvalidOption) {
+			t.Errorf("SubscribeOptions with %+v: %v, want ErrInvalidOption", p, err)
+		}
+	}
+	var o facade.SubscribeOptions
+	if err := json.Unmarshal([]byte(`{"retry":{"minBackoffMs":500,"maxBackoffMs":60000}}`), &o); err != nil || o.Retry == nil || o.Retry.MinBackoffMs != 500 || o.Retry.MaxBackoffMs != 60_000 {
+		t.Fatalf("opts JSON: %+v, %v", o.Retry, err)
+	}
+	if s := def(facade.RetryPolicy{}).String(); s != "100ms doubling to 10s" {
+		t.Errorf("String: %q", s)
+	}
+}

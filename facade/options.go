@@ -2,6 +2,8 @@ package facade
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -77,6 +79,12 @@ type SubscribeOptions struct {
 	// MaxAttempts is how many deliveries an event gets before it goes to the
 	// dead-letter topic (default 5).
 	MaxAttempts int `json:"maxAttempts,omitempty"`
+	// Retry is the group's retry policy: how long a nacked event waits
+	// before it is delivered again. Nil follows the group's policy (set by
+	// the member that created the group), else the bus's default (100 ms,
+	// doubling per attempt, at most 10 s). A member that asks for a policy
+	// other than the group's is refused with [ErrConflictingOption].
+	Retry *RetryPolicy `json:"retry,omitempty"`
 	// InactiveTimeoutMs, when set, deletes a new group once it has had no
 	// member for this long (at least 1000): for per-page or per-process
 	// groups that must not pile up. Zero keeps the group until it is
@@ -157,10 +165,122 @@ func (o SubscribeOptions) Validate() error {
 	if o.MaxAttempts < 0 || o.MaxAttempts > 1000 {
 		return fmt.Errorf("%w: maxAttempts %d out of range 1..1000", ErrInvalidOption, o.MaxAttempts)
 	}
+	if o.Retry != nil {
+		if err := o.Retry.Validate(); err != nil {
+			return err
+		}
+	}
 	for _, t := range o.Topics {
 		if err := ValidatePattern(t); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// MaxBackoffMs bounds every delay of a [RetryPolicy] (24 hours).
+const MaxBackoffMs = 24 * 3600 * 1000
+
+// RetryPolicy says how long a nacked event waits before its next delivery:
+// either exponentially, MinBackoffMs after the first attempt, doubling per
+// attempt, at most MaxBackoffMs; or BackoffMs, an explicit list whose n-th
+// entry is the wait after attempt n (its last entry repeats). Its JSON form
+// is the "retry" of a SUBSCRIBE frame's opts.
+type RetryPolicy struct {
+	// MinBackoffMs is the wait after the first attempt (unset: the bus's
+	// default, 100, or MaxBackoffMs when that is smaller).
+	MinBackoffMs int64 `json:"minBackoffMs,omitempty"`
+	// MaxBackoffMs caps the doubling (unset: the bus's default, 10 000, or
+	// MinBackoffMs when that is larger).
+	MaxBackoffMs int64 `json:"maxBackoffMs,omitempty"`
+	// BackoffMs lists the waits after attempts 1, 2, …; the last one
+	// repeats. It excludes MinBackoffMs and MaxBackoffMs.
+	BackoffMs []int64 `json:"backoffMs,omitempty"`
+}
+
+// Validate reports a policy that is out of range or mixes its two forms,
+// wrapping [ErrInvalidOption].
+func (p RetryPolicy) Validate() error {
+	inRange := func(v int64) bool { return v >= 1 && v <= MaxBackoffMs }
+	if len(p.BackoffMs) > 0 {
+		if p.MinBackoffMs != 0 || p.MaxBackoffMs != 0 {
+			return fmt.Errorf("%w: retry: backoffMs excludes minBackoffMs and maxBackoffMs", ErrInvalidOption)
+		}
+		if len(p.BackoffMs) > 100 {
+			return fmt.Errorf("%w: retry: backoffMs has %d entries, at most 100", ErrInvalidOption, len(p.BackoffMs))
+		}
+		for i, v := range p.BackoffMs {
+			if !inRange(v) {
+				return fmt.Errorf("%w: retry: backoffMs[%d] %d out of range 1..%d", ErrInvalidOption, i, v, MaxBackoffMs)
+			}
+		}
+		return nil
+	}
+	if p.BackoffMs != nil {
+		return fmt.Errorf("%w: retry: backoffMs is empty", ErrInvalidOption)
+	}
+	if p.MinBackoffMs != 0 && !inRange(p.MinBackoffMs) {
+		return fmt.Errorf("%w: retry: minBackoffMs %d out of range 1..%d", ErrInvalidOption, p.MinBackoffMs, MaxBackoffMs)
+	}
+	if p.MaxBackoffMs != 0 && !inRange(p.MaxBackoffMs) {
+		return fmt.Errorf("%w: retry: maxBackoffMs %d out of range 1..%d", ErrInvalidOption, p.MaxBackoffMs, MaxBackoffMs)
+	}
+	if p.MinBackoffMs != 0 && p.MaxBackoffMs != 0 && p.MinBackoffMs > p.MaxBackoffMs {
+		return fmt.Errorf("%w: retry: minBackoffMs %d above maxBackoffMs %d", ErrInvalidOption, p.MinBackoffMs, p.MaxBackoffMs)
+	}
+	return nil
+}
+
+// WithDefaults returns p with an unset minimum or maximum taken from lo
+// and hi (the bus's defaults), kept in order: a policy that only sets
+// MaxBackoffMs below lo starts at it, one that only sets MinBackoffMs
+// above hi stays at it. A list is returned as it is.
+func (p RetryPolicy) WithDefaults(lo, hi time.Duration) RetryPolicy {
+	if len(p.BackoffMs) > 0 {
+		return RetryPolicy{BackoffMs: append([]int64(nil), p.BackoffMs...)}
+	}
+	p.BackoffMs = nil
+	switch {
+	case p.MinBackoffMs == 0 && p.MaxBackoffMs == 0:
+		p.MinBackoffMs, p.MaxBackoffMs = lo.Milliseconds(), hi.Milliseconds()
+	case p.MinBackoffMs == 0:
+		p.MinBackoffMs = min(lo.Milliseconds(), p.MaxBackoffMs)
+	case p.MaxBackoffMs == 0:
+		p.MaxBackoffMs = max(hi.Milliseconds(), p.MinBackoffMs)
+	}
+	return p
+}
+
+// Equal reports whether p and q are the same policy.
+func (p RetryPolicy) Equal(q RetryPolicy) bool {
+	return p.MinBackoffMs == q.MinBackoffMs && p.MaxBackoffMs == q.MaxBackoffMs && slices.Equal(p.BackoffMs, q.BackoffMs)
+}
+
+// Delay is the wait before the delivery that follows a failed attempt
+// (attempt counts from 1). p must have its defaults (see
+// [RetryPolicy.WithDefaults]).
+func (p RetryPolicy) Delay(attempt int) time.Duration {
+	attempt = max(attempt, 1)
+	if n := len(p.BackoffMs); n > 0 {
+		return time.Duration(p.BackoffMs[min(attempt, n)-1]) * time.Millisecond
+	}
+	d := p.MinBackoffMs
+	for i := 1; i < attempt && d < p.MaxBackoffMs; i++ {
+		d *= 2
+	}
+	return time.Duration(min(d, p.MaxBackoffMs)) * time.Millisecond
+}
+
+// String describes p as the docs do: "100ms doubling to 10s" or
+// "1s, 5s, 30s".
+func (p RetryPolicy) String() string {
+	ms := func(v int64) string { return (time.Duration(v) * time.Millisecond).String() }
+	if len(p.BackoffMs) > 0 {
+		parts := make([]string, len(p.BackoffMs))
+		for i, v := range p.BackoffMs {
+			parts[i] = ms(v)
+		}
+		return strings.Join(parts, ", ")
+	}
+	return ms(p.MinBackoffMs) + " doubling to " + ms(p.MaxBackoffMs)
 }

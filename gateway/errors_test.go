@@ -181,6 +181,8 @@ func TestErrorCodes(t *testing.T) {
 			rawErr(t, c, `{"corr":"k"}`, wire.CodeBadFrame, false)
 			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":5,"group":"g"}`, wire.CodeBadFrame, false)
 			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"a.b","group":"g","opts":{"batchSize":"x"}}`, wire.CodeBadFrame, false)
+			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"a.b","group":"g","opts":{"retry":{"backoffMs":"x"}}}`, wire.CodeBadFrame, false)
+			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"a.b","group":"g","opts":{"retry":{"MinBackoffMs":5}}}`, wire.CodeBadFrame, false)
 			if err := c.c.WriteMessage(websocket.BinaryMessage, []byte(`{"op":"AUTH"}`)); err != nil {
 				t.Fatal(err)
 			}
@@ -247,6 +249,9 @@ func TestErrorCodes(t *testing.T) {
 			rawErr(t, c, `{"op":"MODACK","corr":"k","topic":"br.t","group":"g","id":"x","extend_ms":-1}`, wire.CodeBadRequest, false)
 			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"br.u","group":"g","opts":{"maxAttempts":5000}}`, wire.CodeBadRequest, false)
 			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"br.u","group":"g","opts":{"from":"sometime"}}`, wire.CodeBadRequest, false)
+			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"br.u","group":"g","opts":{"retry":{"minBackoffMs":2000,"maxBackoffMs":1000}}}`, wire.CodeBadRequest, false)
+			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"br.u","group":"g","opts":{"retry":{"backoffMs":[100,0]}}}`, wire.CodeBadRequest, false)
+			rawErr(t, c, `{"op":"SUBSCRIBE","corr":"k","topic":"br.u","group":"g","opts":{"retry":{"backoffMs":[100],"maxBackoffMs":100}}}`, wire.CodeBadRequest, false)
 			rawErr(t, c, `{"op":"SEEK","corr":"k","topic":"br.t","group":"g"}`, wire.CodeBadRequest, false)
 		}},
 		{wire.CodeBadTopic, "topics", func(t *testing.T) {
@@ -276,6 +281,18 @@ func TestErrorCodes(t *testing.T) {
 			c := admin(t, std)
 			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"compact.state","payload":1}`, wire.CodeKeyRequired, false)
 			c.ok(wire.Frame{Op: wire.OpPublish, Topic: "compact.state", Payload: json.RawMessage(`1`), Opts: json.RawMessage(`{"key":"host:a:1"}`)})
+		}},
+		{wire.CodeConflictingOption, "retry", func(t *testing.T) {
+			// The first subscription of the group on this gateway creates
+			// it with its retry policy; later ones (other connections,
+			// sharing the gateway's member) must ask for the same or none.
+			// The frames of docs/protocol.md.
+			c := admin(t, std)
+			c.ok(subscribeFrame("orders.created", "billing", `{"retry":{"backoffMs":[1000,5000,30000]}}`))
+			c2 := admin(t, std)
+			rawErr(t, c2, `{"op":"SUBSCRIBE","corr":"k","topic":"orders.created","group":"billing","opts":{"retry":{"minBackoffMs":50}}}`, wire.CodeConflictingOption, false)
+			c2.ok(subscribeFrame("orders.created", "billing", `{"retry":{"backoffMs":[1000,5000,30000]}}`))
+			admin(t, std).ok(subscribeFrame("orders.created", "billing", ""))
 		}},
 		{wire.CodeTooLarge, "store max payload", func(t *testing.T) {
 			c := admin(t, std)

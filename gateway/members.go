@@ -75,7 +75,21 @@ func (g *Gateway) join(ctx context.Context, sub *subscription, topic string, opt
 		g.unref(m)
 		return nil, m.err
 	}
+	// The member was started with the options of its first subscription:
+	// a later one that asks for another retry policy than the group's is
+	// refused, as a member of its own would be.
+	if rc, ok := m.bsub.(retryChecker); ok && !create && opts.Retry != nil {
+		if err := rc.CheckRetry(*opts.Retry); err != nil {
+			g.leave(m, sub)
+			return nil, err
+		}
+	}
 	return m, nil
+}
+
+// retryChecker is a bus subscription that knows its group's retry policy.
+type retryChecker interface {
+	CheckRetry(facade.RetryPolicy) error
 }
 
 // attach makes sub a destination of m's events, unless it stopped

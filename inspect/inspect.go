@@ -129,6 +129,10 @@ type GroupInfo struct {
 	// Filters are the subjects the group reads: its consumer's filter
 	// subjects, or the topic's when it has none.
 	Filters []string
+	// Retry is the group's retry policy (defaults applied); RetryDefault
+	// says the group set none and follows the bus's default.
+	Retry        facade.RetryPolicy
+	RetryDefault bool
 }
 
 // GroupLag is a group with the oldest event it has not acknowledged and

@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/eventhub/eventhub/facade"
 )
 
 // Config configures a [Bus]. The zero value is valid: defaults are applied by
@@ -40,7 +42,9 @@ type Config struct {
 	PullExpiry    time.Duration `yaml:"pullExpiry"`
 	PullHeartbeat time.Duration `yaml:"pullHeartbeat"`
 	// RetryBackoff is the delay before the first redelivery of a nacked
-	// event; it doubles per attempt up to MaxRetryBackoff (defaults 100ms, 10s).
+	// event; it doubles per attempt up to MaxRetryBackoff (defaults 100ms, 10s;
+	// each 1ms..24h). They are the retry policy of groups whose creator set
+	// none (facade.SubscribeOptions.Retry).
 	RetryBackoff    time.Duration `yaml:"retryBackoff"`
 	MaxRetryBackoff time.Duration `yaml:"maxRetryBackoff"`
 	// ElectionWait bounds how long a publish keeps retrying while its
@@ -133,6 +137,17 @@ func LoadConfigFile(path string) (Config, error) {
 
 // Validate reports the first invalid setting.
 func (c Config) Validate() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"retryBackoff", c.RetryBackoff}, {"maxRetryBackoff", c.MaxRetryBackoff}} {
+		if d.v != 0 && (d.v < time.Millisecond || d.v > facade.MaxBackoffMs*time.Millisecond) {
+			return fmt.Errorf("%s %v out of range 1ms..24h", d.name, d.v)
+		}
+	}
+	if c.RetryBackoff > 0 && c.MaxRetryBackoff > 0 && c.RetryBackoff > c.MaxRetryBackoff {
+		return fmt.Errorf("retryBackoff %v above maxRetryBackoff %v", c.RetryBackoff, c.MaxRetryBackoff)
+	}
 	if err := validStorage(c.Storage); err != nil {
 		return err
 	}
@@ -202,7 +217,7 @@ func (c Config) withDefaults() Config {
 		c.RetryBackoff = 100 * time.Millisecond
 	}
 	if c.MaxRetryBackoff <= 0 {
-		c.MaxRetryBackoff = 10 * time.Second
+		c.MaxRetryBackoff = max(10*time.Second, c.RetryBackoff)
 	}
 	if c.IDSkew <= 0 {
 		c.IDSkew = 5 * time.Second

@@ -20,8 +20,68 @@ import (
 // process that finds it cannot pull from the wrong place.
 
 // ensureGroup returns the group's consumer, creating it at the position that
-// o.From names when it does not exist.
-func (b *Bus) ensureGroup(ctx context.Context, ti *topicInfo, group string, o facade.SubscribeOptions) (jetstream.Consumer, error) {
+// o.From names when it does not exist, and the group's retry policy:
+// o.Retry's when it is a new group, else the group's, which o.Retry must
+// then equal (else ErrConflictingOption).
+func (b *Bus) ensureGroup(ctx context.Context, ti *topicInfo, group string, o facade.SubscribeOptions) (jetstream.Consumer, facade.RetryPolicy, error) {
+	cons, err := b.provisionGroup(ctx, ti, group, o)
+	if err != nil {
+		return nil, facade.RetryPolicy{}, err
+	}
+	retry, err := b.checkRetry(ti, group, cons.CachedInfo().Config, o.Retry)
+	if err != nil {
+		return nil, facade.RetryPolicy{}, err
+	}
+	return cons, retry, nil
+}
+
+// metaRetry is the consumer metadata key of a group's retry policy (its
+// JSON form, defaults applied), set when the member that created the
+// group asked for one. A group without it retries with each bus's
+// default.
+const metaRetry = "eventhub_retry"
+
+// defaultRetry is the retry policy of groups that set none.
+func (b *Bus) defaultRetry() facade.RetryPolicy {
+	return facade.RetryPolicy{}.WithDefaults(b.cfg.RetryBackoff, b.cfg.MaxRetryBackoff)
+}
+
+// groupRetry is the retry policy of the group whose consumer has cfg.
+func (b *Bus) groupRetry(cfg jetstream.ConsumerConfig) facade.RetryPolicy {
+	raw, ok := cfg.Metadata[metaRetry]
+	if !ok {
+		return b.defaultRetry()
+	}
+	var p facade.RetryPolicy
+	if err := json.Unmarshal([]byte(raw), &p); err != nil || p.Validate() != nil {
+		b.log.Warn("group has an unreadable retry policy; using the default", "consumer", cfg.Durable, "policy", raw)
+		return b.defaultRetry()
+	}
+	return p.WithDefaults(b.cfg.RetryBackoff, b.cfg.MaxRetryBackoff)
+}
+
+// checkRetry returns the retry policy of the group whose consumer has
+// cfg; ErrConflictingOption when want is set and differs from it.
+func (b *Bus) checkRetry(ti *topicInfo, group string, cfg jetstream.ConsumerConfig, want *facade.RetryPolicy) (facade.RetryPolicy, error) {
+	have := b.groupRetry(cfg)
+	if want == nil {
+		return have, nil
+	}
+	if w := want.WithDefaults(b.cfg.RetryBackoff, b.cfg.MaxRetryBackoff); !w.Equal(have) {
+		return facade.RetryPolicy{}, retryConflict(w, have, group, ti.topic)
+	}
+	return have, nil
+}
+
+// retryConflict is the error of a member asking for retry policy want of
+// a group that has another.
+func retryConflict(want, have facade.RetryPolicy, group, topic string) error {
+	return fmt.Errorf("%w: retry %s: group %s of %s retries %s (set when it was created); subscribe without retry to follow it, or delete the group to change it",
+		facade.ErrConflictingOption, want, group, topic, have)
+}
+
+// provisionGroup is ensureGroup without the retry policy.
+func (b *Bus) provisionGroup(ctx context.Context, ti *topicInfo, group string, o facade.SubscribeOptions) (jetstream.Consumer, error) {
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
 	name := consumerNameFor(group, ti.topic, ti.shared)
@@ -127,6 +187,13 @@ func (b *Bus) createGroup(ctx context.Context, ti *topicInfo, name, group string
 		// create with an identical config as success, so without it a member
 		// that lost the race would think it made the group and move it.
 		Metadata: map[string]string{"eventhub_group": group, "eventhub_topic": ti.topic, "eventhub_creator": creator},
+	}
+	if o.Retry != nil {
+		raw, err := json.Marshal(o.Retry.WithDefaults(b.cfg.RetryBackoff, b.cfg.MaxRetryBackoff))
+		if err != nil {
+			return nil, false, fmt.Errorf("create group %s of %s: retry: %w", group, ti.topic, err)
+		}
+		cfg.Metadata[metaRetry] = string(raw)
 	}
 	if len(ti.filters) == 1 {
 		cfg.FilterSubject = ti.filters[0]

@@ -160,11 +160,11 @@ func (d *delivery) Extend(ctx context.Context, by time.Duration) error {
 
 // expire ends a ManualAck delivery whose deadline passed: it frees the
 // slot, so that a stale Ack cannot settle a later delivery. The store
-// redelivers the event on its own when its deadline for it is no later
-// than this one (the group's ack wait is the member's, or Extend set it);
-// only when the group waits longer is the event handed back here, at
-// once. (A NAK after the store redelivered would hit the new delivery:
-// acks name the stream sequence.)
+// redelivers the event on its own, at once, when its deadline for it is
+// no later than this one (the group's ack wait is the member's, or Extend
+// set it); only when the group waits longer is the event handed back here,
+// as a nack is: after the group's retry delay. (A NAK after the store
+// redelivered would hit the new delivery: acks name the stream sequence.)
 func (d *delivery) expire(now time.Time) {
 	d.mu.Lock()
 	if d.state != live {
@@ -183,7 +183,8 @@ func (d *delivery) expire(now time.Time) {
 	d.s.release(d)
 	d.s.obs.Nacked()
 	if handBack {
-		_ = d.msg.Nak()
+		// Handed back by the hub, as a nack is: after the retry delay.
+		_ = d.msg.NakWithDelay(d.s.retry.Load().Delay(d.attempt))
 	}
 }
 

@@ -145,7 +145,10 @@ func (b *Bus) groupInfo(ctx context.Context, ti *topicInfo, group string, ci *je
 		Paused:         ci.Paused,
 		PauseRemaining: ci.PauseRemaining,
 		Filters:        slices.Clone(consumerFilters(ci)),
+		Retry:          b.groupRetry(ci.Config),
 	}
+	_, custom := ci.Config.Metadata[metaRetry]
+	g.RetryDefault = !custom
 	if len(g.Filters) == 0 {
 		g.Filters = slices.Clone(ti.filters)
 	}

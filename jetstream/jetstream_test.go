@@ -295,6 +295,11 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"zero", jetstream.Config{}, false},
 		{"bad storage", jetstream.Config{Storage: "disk"}, true},
+		{"retry backoffs", jetstream.Config{RetryBackoff: time.Second, MaxRetryBackoff: time.Minute}, false},
+		{"retry backoff above its maximum", jetstream.Config{RetryBackoff: time.Minute, MaxRetryBackoff: time.Second}, true},
+		{"retry backoff below a millisecond", jetstream.Config{RetryBackoff: time.Microsecond}, true},
+		{"retry backoff negative", jetstream.Config{MaxRetryBackoff: -time.Second}, true},
+		{"retry backoff above a day", jetstream.Config{MaxRetryBackoff: 25 * time.Hour}, true},
 		{"even replicas", jetstream.Config{Replicas: 2}, true},
 		{"topic without pattern", jetstream.Config{Topics: []jetstream.TopicConfig{{MaxAge: time.Hour}}}, true},
 		{"bad stream name", jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "a.>", Stream: "a.b"}}}, true},

@@ -15,10 +15,13 @@ import (
 
 // subscription is one member of a group on one topic.
 type subscription struct {
-	b       *Bus
-	ti      *topicInfo
-	group   string
-	opts    facade.SubscribeOptions
+	b     *Bus
+	ti    *topicInfo
+	group string
+	opts  facade.SubscribeOptions
+	// retry is the group's retry policy (defaults applied), as this
+	// member last provisioned the group.
+	retry   atomic.Pointer[facade.RetryPolicy]
 	handler facade.Handler
 	h       *subHandle // the Subscribe call's handle
 
@@ -88,6 +91,20 @@ func (h *subHandle) Drain(ctx context.Context) error {
 
 // Done implements [facade.Subscription].
 func (h *subHandle) Done() <-chan struct{} { return h.done }
+
+// CheckRetry reports, with [facade.ErrConflictingOption], whether p differs
+// from the retry policy of the subscription's group: what a process
+// sharing one member of a group among several callers checks of every
+// caller after the first.
+func (h *subHandle) CheckRetry(p facade.RetryPolicy) error {
+	for _, s := range h.subs {
+		have := *s.retry.Load()
+		if w := p.WithDefaults(s.b.cfg.RetryBackoff, s.b.cfg.MaxRetryBackoff); !w.Equal(have) {
+			return retryConflict(w, have, s.group, s.ti.topic)
+		}
+	}
+	return nil
+}
 
 // Err implements [facade.Subscription].
 func (h *subHandle) Err() error {
@@ -166,7 +183,7 @@ func (b *Bus) subscribeOne(ctx context.Context, topic, group string, handler fac
 	if err != nil {
 		return nil, err
 	}
-	cons, err := b.ensureGroup(ctx, ti, group, opts)
+	cons, retry, err := b.ensureGroup(ctx, ti, group, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -182,6 +199,7 @@ func (b *Bus) subscribeOne(ctx context.Context, topic, group string, handler fac
 		obs:  b.cfg.Observer.Group(topic, group),
 	}
 	s.groupAckWait.Store(int64(cons.CachedInfo().Config.AckWait))
+	s.retry.Store(&retry)
 
 	b.subsMu.Lock()
 	if b.closed {
@@ -254,9 +272,14 @@ func (s *subscription) run(cc jetstream.ConsumeContext) {
 		}
 		backoff = min(2*backoff, 5*time.Second)
 		cc = nil
-		cons, err := s.b.ensureGroup(s.pullCtx, s.ti, s.group, s.opts)
+		// A group created again meanwhile (deleted by an operator) has
+		// its new creator's retry policy: a member that set none follows
+		// it, one that asked for another is refused (and logs, and tries
+		// again).
+		cons, retry, err := s.b.ensureGroup(s.pullCtx, s.ti, s.group, s.opts)
 		if err == nil {
 			s.groupAckWait.Store(int64(cons.CachedInfo().Config.AckWait))
+			s.retry.Store(&retry)
 			cc, err = s.consume(cons)
 		}
 		if err != nil {
@@ -437,9 +460,7 @@ func (s *subscription) fail(d *delivery, reason string) {
 		s.deadLetter(d, reason)
 		return
 	}
-	delay := s.b.cfg.RetryBackoff << min(d.attempt-1, 16)
-	delay = min(delay, s.b.cfg.MaxRetryBackoff)
-	if err := d.msg.NakWithDelay(delay); err != nil {
+	if err := d.msg.NakWithDelay(s.retry.Load().Delay(d.attempt)); err != nil {
 		s.b.log.Warn("nack", "topic", s.ti.topic, "group", s.group, "id", d.rec.ID, "err", err)
 	}
 }

@@ -26,6 +26,11 @@ type adminGroupJSON struct {
 	// (10000) are there, so the count is a lower bound.
 	DeadLettered        int  `json:"deadLettered"`
 	DeadLetteredAtLeast bool `json:"deadLetteredAtLeast,omitempty"`
+	// Retry is the group's retry policy: how long a nacked event waits
+	// before its next delivery. RetryDefault: the group set none, so
+	// every hub retries with its own default (shown is this hub's).
+	Retry        facade.RetryPolicy `json:"retry"`
+	RetryDefault bool               `json:"retryDefault,omitempty"`
 }
 
 type adminGroupsJSON struct {
@@ -80,6 +85,7 @@ func (h *Handler) adminGroupOf(topic string, gi *inspect.GroupInfo, dead int, at
 	g := adminGroupJSON{
 		Topic: topic, cursorJSON: cursorOf(gi), InFlight: gi.AckPending,
 		DeadLettered: dead, DeadLetteredAtLeast: atLeast,
+		Retry: gi.Retry, RetryDefault: gi.RetryDefault,
 	}
 	if gi.Paused && gi.PauseRemaining > 0 {
 		g.PauseUntilMs = h.cfg.Now().Add(gi.PauseRemaining).UnixMilli()

@@ -68,6 +68,9 @@ type adminGroup struct {
 	Paused       bool   `json:"paused"`
 	PauseUntilMs int64  `json:"pauseUntilMs"`
 	DeadLettered int    `json:"deadLettered"`
+
+	Retry        facade.RetryPolicy `json:"retry"`
+	RetryDefault bool               `json:"retryDefault"`
 }
 
 func (e *env) groupState(t testing.TB, topic, group string) adminGroup {
@@ -95,6 +98,21 @@ func TestAdminGroups(t *testing.T) {
 	}
 	if g := e.groupState(t, "adm.g", "g1"); g.Lag != 5 || g.InFlight != 0 || g.DeadLettered != 0 || g.Paused {
 		t.Errorf("group before seeking: %+v", g)
+	}
+	if g := e.groupState(t, "adm.g", "g1"); !g.RetryDefault || !g.Retry.Equal(facade.RetryPolicy{MinBackoffMs: 100, MaxBackoffMs: 10_000}) {
+		t.Errorf("retry of a group that set none: %+v, want the default", g)
+	}
+	// A group created with a retry policy shows it.
+	sub, err := e.bus.Subscribe(ctx, "adm.g", "g2", func(context.Context, facade.Delivery) error { return nil },
+		facade.SubscribeOptions{Retry: &facade.RetryPolicy{BackoffMs: []int64{1000, 60_000}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g := e.groupState(t, "adm.g", "g2"); g.RetryDefault || !g.Retry.Equal(facade.RetryPolicy{BackoffMs: []int64{1000, 60_000}}) {
+		t.Errorf("retry of a group created with a list: %+v", g)
 	}
 	var all struct{ Groups []adminGroup }
 	e.mustCall(t, "GET", "/admin/groups", &all)
@@ -136,7 +154,7 @@ func TestAdminGroups(t *testing.T) {
 		t.Errorf("after pause: %+v", paused)
 	}
 	got := make(chan string, 10)
-	sub, err := e.bus.Subscribe(ctx, "adm.g", "g1", func(_ context.Context, d facade.Delivery) error {
+	sub, err = e.bus.Subscribe(ctx, "adm.g", "g1", func(_ context.Context, d facade.Delivery) error {
 		got <- d.Event().ID
 		return nil
 	}, facade.SubscribeOptions{})

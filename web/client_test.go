@@ -223,6 +223,37 @@ func TestClientJS(t *testing.T) {
 		}
 	})
 
+	t.Run("retry policy: a throw waits the group's delay; another policy is refused", func(t *testing.T) {
+		eval[bool](t, b, `(window.retried = [], c.subscribe("web.client.retry", "g-retry", (e, ctx) => {
+			retried.push(Date.now());
+			if (ctx.attempt === 1) throw new Error("boom on the first attempt");
+		}, {from: "earliest", retry: {backoffMs: [700]}}).then(() => true))`)
+		st.publishJSON(t, "web.client.retry", "x", facade.PublishOptions{})
+		b.waitJS(t, "the second attempt", `retried.length >= 2`)
+		if gap := eval[int64](t, b, `retried[1] - retried[0]`); gap < 700 {
+			t.Errorf("second attempt %d ms after the first, want at least the group's 700", gap)
+		}
+		got := eval[string](t, b, `(async () => {
+			const c2 = new hub.EventHubClient(undefined, {token: TOKEN, reconnect: false});
+			await c2.connect();
+			try { await c2.subscribe("web.client.retry", "g-retry", () => {}, {retry: {minBackoffMs: 50}}); return "resolved"; }
+			catch (e) { return e.code; }
+			finally { c2.close(); }
+		})()`)
+		if got != "conflicting_option" {
+			t.Errorf("a second policy for the group: %q, want conflicting_option", got)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+		defer cancel()
+		g, err := st.bus.Group(ctx, "web.client.retry", "g-retry")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !g.Retry.Equal(facade.RetryPolicy{BackoffMs: []int64{700}}) || g.RetryDefault {
+			t.Errorf("the group's retry policy %+v (default %v), want [700]", g.Retry, g.RetryDefault)
+		}
+	})
+
 	t.Run("manual acknowledgement", func(t *testing.T) {
 		eval[bool](t, b, `(window.manual = [], c.subscribe("web.client.manual", "g-manual", e => { manual.push(e.id); },
 			{manualAck: true, from: "earliest"}).then(s => (window.msub = s, s.manualAck)))`)

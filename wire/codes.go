@@ -83,6 +83,7 @@ const (
 	CodeBadKey            = "bad_key"
 	CodeBadID             = "bad_id"
 	CodeKeyRequired       = "key_required"
+	CodeConflictingOption = "conflicting_option"
 	CodeTooLarge          = "too_large"
 	CodeAlreadySubscribed = "already_subscribed"
 	CodeNotSubscribed     = "not_subscribed"
@@ -129,6 +130,7 @@ var codes = []CodeInfo{
 	{CodeBadKey, "The key is too long, not UTF-8, or the topic's stream does not capture keys.", 0, true, http.StatusBadRequest},
 	{CodeBadID, "The event id is not acceptable.", 0, true, http.StatusBadRequest},
 	{CodeKeyRequired, "The topic is compacted and the event has no key.", 0, true, http.StatusBadRequest},
+	{CodeConflictingOption, "A SUBSCRIBE option that a group holds for all its members (retry) differs from the group's: subscribe with the group's, or without it.", 0, true, 0},
 	{CodeTooLarge, "The payload exceeds the store's or the endpoint's maximum.", 0, true, http.StatusRequestEntityTooLarge},
 	{CodeAlreadySubscribed, "This connection already subscribes to this topic and group.", 0, true, 0},
 	{CodeNotSubscribed, "This connection has no subscription of this topic and group.", 0, true, 0},

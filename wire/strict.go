@@ -38,9 +38,11 @@ func schemaOf(t reflect.Type, nested map[string]*schema) *schema {
 // The schemas of what clients and the gateway send; built once, read only.
 var (
 	cursorSchema    = schemaOf(reflect.TypeFor[facade.CursorPosition](), nil)
-	subscribeSchema = schemaOf(reflect.TypeFor[facade.SubscribeOptions](), nil)
-	publishSchema   = schemaOf(reflect.TypeFor[facade.PublishOptions](), nil)
-	liveSchema      = schemaOf(reflect.TypeFor[LiveOptions](), map[string]*schema{
+	subscribeSchema = schemaOf(reflect.TypeFor[facade.SubscribeOptions](), map[string]*schema{
+		"retry": schemaOf(reflect.TypeFor[facade.RetryPolicy](), nil),
+	})
+	publishSchema = schemaOf(reflect.TypeFor[facade.PublishOptions](), nil)
+	liveSchema    = schemaOf(reflect.TypeFor[LiveOptions](), map[string]*schema{
 		"since": schemaOf(reflect.TypeFor[LivePosition](), nil),
 	})
 	frameSchema = schemaOf(reflect.TypeFor[Frame](), map[string]*schema{

@@ -38,6 +38,10 @@ func Run(t *testing.T, env Env) {
 		{"HandlerErrorRedelivers", testHandlerError, false, false},
 		{"NackRedelivers", testNack, false, false},
 		{"MaxAttemptsDeadLetters", testDeadLetter, false, false},
+		{"RetryPolicyList", testRetryList, false, false},
+		{"RetryPolicyExponential", testRetryExponential, false, false},
+		{"RetryPolicyIsTheGroups", testRetryIsTheGroups, false, false},
+		{"RetryPolicyOnExpiredLease", testRetryExpiredLease, false, false},
 		{"OutOfOrderAcksThenRestartOfHub", testOutOfOrderAcks, false, false},
 		{"SetCursorRewindsAndSkips", testSetCursor, env.Features.NoCursors, false},
 		{"GetCursorUnknownGroup", testCursorUnknown, env.Features.NoCursors, false},
@@ -589,6 +593,11 @@ func testBadInput(t *testing.T, env Env) {
 		{"bad group", topic, "a b", facade.SubscribeOptions{}, facade.ErrBadGroup},
 		{"bad from", topic, group, facade.SubscribeOptions{From: "yesterday"}, facade.ErrInvalidOption},
 		{"bad subscribe topic", "a.>", group, facade.SubscribeOptions{}, facade.ErrBadTopic},
+		{"retry min above max", topic, group, facade.SubscribeOptions{Retry: &facade.RetryPolicy{MinBackoffMs: 2000, MaxBackoffMs: 1000}}, facade.ErrInvalidOption},
+		{"retry list and min", topic, group, facade.SubscribeOptions{Retry: &facade.RetryPolicy{MinBackoffMs: 10, BackoffMs: []int64{10}}}, facade.ErrInvalidOption},
+		{"retry negative", topic, group, facade.SubscribeOptions{Retry: &facade.RetryPolicy{BackoffMs: []int64{100, -1}}}, facade.ErrInvalidOption},
+		{"retry empty list", topic, group, facade.SubscribeOptions{Retry: &facade.RetryPolicy{BackoffMs: []int64{}}}, facade.ErrInvalidOption},
+		{"retry above a day", topic, group, facade.SubscribeOptions{Retry: &facade.RetryPolicy{MaxBackoffMs: facade.MaxBackoffMs + 1}}, facade.ErrInvalidOption},
 	}
 	for _, tc := range subs {
 		if _, err := b.Subscribe(ctx, tc.topic, tc.group, nop, tc.opts); !errors.Is(err, tc.wantErr) {

@@ -112,6 +112,12 @@ export interface SubscribeOptions {
   /** Lease of each delivered event (default: the gateway's AckTimeout, 30 s). */
   ackTimeoutMs?: number;
   maxAttempts?: number;
+  /**
+   * The group's retry policy: how long a nacked event waits before its next
+   * delivery. Set by the member that creates the group; a different one is
+   * refused with `conflicting_option`, none follows the group's.
+   */
+  retry?: RetryPolicy;
   /** The group's window across all its members (default: the gateway's, 10 000). */
   groupMaxInFlight?: number;
   /** Delete a new group after it has had no member this long (ms, at least 1000). */
@@ -121,6 +127,15 @@ export interface SubscribeOptions {
   /** Acknowledge with Subscription.ack / nack instead of when the handler settles. Not sent to the gateway. */
   manualAck?: boolean;
 }
+
+/**
+ * A retry policy: either exponential (`minBackoffMs` after the first attempt,
+ * doubling, at most `maxBackoffMs`) or an explicit list (`backoffMs`, the
+ * waits after attempts 1, 2, …, the last repeating). Each wait 1..86400000 ms.
+ */
+export type RetryPolicy =
+  | { minBackoffMs?: number; maxBackoffMs?: number }
+  | { backoffMs: number[] };
 
 /** A group's cursor (CURSOR extension). */
 export interface CursorPosition {
