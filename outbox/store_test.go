@@ -1,6 +1,7 @@
 package outbox_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -203,6 +204,11 @@ func TestStore(t *testing.T) {
 		})
 
 		t.Run("AddMany", func(t *testing.T) {
+			// 2,500 records in three statements: on SQLite under the race
+			// detector on a loaded machine a statement can take longer than
+			// the store's default 10 s, which applies only without a deadline.
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			defer cancel()
 			tx, err := s.DB().BeginTx(ctx, nil)
 			if err != nil {
 				t.Fatal(err)
