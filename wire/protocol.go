@@ -11,6 +11,13 @@ import (
 	"github.com/eventhub/eventhub/internal/eventjson"
 )
 
+// ProtocolVersion is the version of the protocol this package speaks,
+// "major.minor": the minor grows when ops or fields are added (a client that
+// does not know them keeps working), the major when a change is not
+// compatible. The reference browser client's package (web/static/package.json)
+// carries it as its major.minor version.
+const ProtocolVersion = "1.0"
+
 // Ops of the protocol.
 const (
 	OpAuth        = "AUTH"

@@ -1,5 +1,5 @@
 // Typings of client.js, the eventhub browser client. The frame and field names
-// are those of docs/protocol.md (the seeds' names: caused_by, ack_deadline_ms,
+// are those of docs/protocol.md (the protocol's names: caused_by, ack_deadline_ms,
 // extend_ms, ...).
 
 /** An event as stored and delivered (the `event` of an EVENT frame). */
@@ -154,6 +154,9 @@ export interface ClientOptions {
   WebSocket?: typeof WebSocket;
 }
 
+/** Version of the protocol (docs/protocol.md) this client speaks, "major.minor"; the package's major.minor version. */
+export declare const PROTOCOL_VERSION: string;
+
 export type ClientState = "idle" | "connecting" | "open" | "reconnecting" | "closed";
 
 export declare const State: Readonly<{
@@ -275,11 +278,11 @@ export declare class EventHubClient extends EventTarget {
   removeEventListener(type: string, listener: EventListenerOrEventListenerObject | null, options?: boolean | EventListenerOptions): void;
 }
 
-/** The seeds' name of the client. */
+/** The reference TypeScript clients' name of the client. */
 export { EventHubClient as PromClient };
 export default EventHubClient;
 
-/** The payload of process.state (seeds part 2, section 4). */
+/** The payload of process.state. */
 export interface ProcessState {
   /** `${host}:${name}:${pid}` */
   processId: string;

@@ -41,6 +41,9 @@ export class EventHubError extends Error {
   }
 }
 
+/** Version of the protocol (docs/protocol.md) this client speaks, "major.minor". */
+export const PROTOCOL_VERSION = "1.0";
+
 /** Connection states of [EventHubClient]. */
 export const State = Object.freeze({
   IDLE: "idle",
@@ -940,7 +943,7 @@ export class EventHubClient extends EventTarget {
   }
 }
 
-/** The seeds' name of the client. */
+/** The reference TypeScript clients' name of the client. */
 export { EventHubClient as PromClient };
 
 export default EventHubClient;
