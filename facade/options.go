@@ -34,6 +34,12 @@ type PublishOptions struct {
 	Tags      []string          `json:"tags,omitempty"`
 	CausedBy  []string          `json:"caused_by,omitempty"`
 	SID       string            `json:"sid,omitempty"`
+	// ExpectedLastSeq, when set, makes the publish a compare-and-set of
+	// its key: it is stored only if the newest event of the key is still
+	// at this stream position (the Seq the caller read), 0 meaning that
+	// the key has no event yet. Otherwise it fails with ErrWrongLastSeq
+	// and nothing is stored. It needs a Key.
+	ExpectedLastSeq *uint64 `json:"expected_last_seq,omitempty"`
 }
 
 // Validate checks the options every way in shares (the Go API, WebSocket
@@ -43,6 +49,9 @@ type PublishOptions struct {
 func (o *PublishOptions) Validate() error {
 	if o.TS < 0 {
 		return fmt.Errorf("%w: ts must be epoch milliseconds, not %d", ErrInvalidOption, o.TS)
+	}
+	if o.ExpectedLastSeq != nil && o.Key == "" {
+		return fmt.Errorf("%w: expected_last_seq needs a key", ErrInvalidOption)
 	}
 	return ValidateKey(o.Key)
 }

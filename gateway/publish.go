@@ -24,6 +24,10 @@ const (
 	HeaderTS           = "Eventhub-Ts"        // epoch milliseconds
 	HeaderPartition    = "Eventhub-Partition" // integer
 	HeaderHeaderPrefix = "Eventhub-Header-"   // Eventhub-Header-<Name>: value → headers[lower(name)]
+	// HeaderExpectedLastSeq makes the publish a compare-and-set of its key
+	// (facade.PublishOptions.ExpectedLastSeq): 409 wrong_last_seq when the
+	// key's newest event is no longer at this position (0: the key has none).
+	HeaderExpectedLastSeq = "Eventhub-Expected-Last-Seq"
 )
 
 // publishResponse is the 200 body of POST /publish/{topic}.
@@ -167,6 +171,13 @@ func publishOptions(h http.Header) (facade.PublishOptions, error) {
 			return o, wire.Errorf(wire.CodeBadRequest, "%s: want an integer, not %q", HeaderPartition, v)
 		}
 		o.Partition = &p
+	}
+	if v := h.Get(HeaderExpectedLastSeq); v != "" {
+		seq, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return o, wire.Errorf(wire.CodeBadRequest, "%s: want a stream position (0 or more), not %q", HeaderExpectedLastSeq, v)
+		}
+		o.ExpectedLastSeq = &seq
 	}
 	for name, vs := range h {
 		if len(name) <= len(HeaderHeaderPrefix) || !strings.EqualFold(name[:len(HeaderHeaderPrefix)], HeaderHeaderPrefix) {

@@ -53,8 +53,9 @@ const (
 
 // translateAPI maps the JetStream API errors that retrying cannot fix to
 // terminal codes, so that clients stop retrying: limits to
-// ErrLimitExceeded, storage to ErrStorageFull, size to ErrTooLarge. nil
-// for any other error.
+// ErrLimitExceeded, storage to ErrStorageFull, size to ErrTooLarge, a
+// failed compare-and-set (expected last subject sequence) to
+// ErrWrongLastSeq. nil for any other error.
 func translateAPI(err error) error {
 	var code jetstream.ErrorCode
 	var desc string
@@ -66,6 +67,8 @@ func translateAPI(err error) error {
 		return nil
 	}
 	switch code {
+	case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+		return fmt.Errorf("%w: %s", facade.ErrWrongLastSeq, desc)
 	case apiMaxConsumers, apiMaxStreams, apiAccountResources:
 		return fmt.Errorf("%w: %s", facade.ErrLimitExceeded, desc)
 	case apiStorageResources, apiMemoryResources, apiInsufficient:

@@ -59,6 +59,7 @@ func Run(t *testing.T, env Env) {
 		{"FollowLive", testFollow, false, false},
 		{"Filter", testFilter, env.Features.NoFilter, false},
 		{"KeyedEventsAndLatestByKey", testKeys, env.Features.NoKeys, false},
+		{"CompareAndSetKey", testCompareAndSet, false, false},
 		{"PlainNATSPublisherToHub", testInteropIn, env.Native == nil, false},
 		{"HubToPlainJetStreamConsumer", testInteropOut, env.Native == nil, false},
 		{"RestartKeepsEventsAndCursors", testRestart, env.Restart == nil || env.Features.NoCursors, true},
@@ -989,4 +990,57 @@ func testWildcardCursor(t *testing.T, env Env) {
 		t.Fatalf("after rewinding, topics %v", ts)
 	}
 	c2.quiet(t, 100*time.Millisecond)
+}
+
+// testCompareAndSet: a publish with ExpectedLastSeq is stored only while
+// the key's newest event is at that position (0: the key has none), and
+// fails with ErrWrongLastSeq, storing nothing, once the key moved. Other
+// keys of the topic do not move it.
+func testCompareAndSet(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, _ := names(t)
+	seq := func(n uint64) *uint64 { return &n }
+	cas := func(payload string, key string, expected uint64) (*facade.EventRecord, error) {
+		return b.Publish(t.Context(), topic, json.RawMessage(payload), facade.PublishOptions{Key: key, ExpectedLastSeq: seq(expected)})
+	}
+	first, err := cas(`{"v":1}`, "proc:a", 0)
+	if err != nil {
+		t.Fatalf("create with expected_last_seq 0: %v", err)
+	}
+	if _, err := cas(`{"v":"lost"}`, "proc:a", 0); !errors.Is(err, facade.ErrWrongLastSeq) {
+		t.Fatalf("create of an existing key: %v, want wrong_last_seq", err)
+	}
+	second, err := cas(`{"v":2}`, "proc:a", first.Seq)
+	if err != nil {
+		t.Fatalf("update at the read position: %v", err)
+	}
+	if _, err := cas(`{"v":"lost"}`, "proc:a", first.Seq); !errors.Is(err, facade.ErrWrongLastSeq) {
+		t.Fatalf("update at a stale position: %v, want wrong_last_seq", err)
+	}
+	publish(t, b, topic, `{"v":"other"}`, facade.PublishOptions{Key: "proc:b"})
+	third, err := cas(`{"v":3}`, "proc:a", second.Seq)
+	if err != nil {
+		t.Fatalf("update after another key moved: %v", err)
+	}
+	if _, err := b.Publish(t.Context(), topic, json.RawMessage(`{}`), facade.PublishOptions{ExpectedLastSeq: seq(0)}); !errors.Is(err, facade.ErrInvalidOption) {
+		t.Fatalf("expected_last_seq without a key: %v, want bad_request", err)
+	}
+	c := newCollector()
+	subscribe(t, b, topic, "all", c.handle, facade.SubscribeOptions{From: facade.FromEarliest, MaxInFlight: 1})
+	var got []string
+	for _, r := range c.take(t, 4) {
+		got = append(got, string(r.e.Payload))
+	}
+	if want := []string{`{"v":1}`, `{"v":2}`, `{"v":"other"}`, `{"v":3}`}; !slices.Equal(got, want) {
+		t.Fatalf("stored %q, want %q (a refused compare-and-set stores nothing)", got, want)
+	}
+	if kr, ok := b.(facade.KeyReader); ok {
+		latest, err := kr.LatestByKey(t.Context(), topic, []string{"proc:a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := latest["proc:a"]; e == nil || e.Seq != third.Seq {
+			t.Fatalf("latest of proc:a %+v, want seq %d", e, third.Seq)
+		}
+	}
 }

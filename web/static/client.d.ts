@@ -90,6 +90,11 @@ export interface PublishOptions {
   tags?: string[];
   caused_by?: string[];
   sid?: string;
+  /**
+   * Compare-and-set of the key: stored only if the key's newest event is still at
+   * this seq (0: the key has none yet); else rejects with "wrong_last_seq". Needs key.
+   */
+  expected_last_seq?: number;
 }
 
 /** What the OK of PUBLISH carries. */
@@ -171,7 +176,7 @@ export declare const State: Readonly<{
 export type ErrorCode =
   | "bad_json" | "bad_frame" | "unknown_op" | "frame_too_large" | "unauthorized" | "bad_token"
   | "token_expired" | "auth_timeout" | "forbidden" | "bad_request" | "bad_topic" | "bad_group"
-  | "bad_payload" | "bad_key" | "bad_id" | "key_required" | "too_large" | "already_subscribed"
+  | "bad_payload" | "bad_key" | "bad_id" | "key_required" | "wrong_last_seq" | "too_large" | "already_subscribed"
   | "not_subscribed" | "unknown_id" | "not_found" | "unsupported" | "publish_failed"
   | "unavailable" | "closed" | "internal" | "server_error" | "slow_client" | "idle_timeout"
   | "going_away"
