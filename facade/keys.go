@@ -105,3 +105,28 @@ func RequireCompacted(ctx context.Context, bus any, topic string) (checked bool,
 	}
 	return true, nil
 }
+
+// DeleteOptions are the options of [KeyDeleter.DeleteKey]. Its JSON form is
+// the "opts" of a WebSocket DELETE frame.
+type DeleteOptions struct {
+	// Purge also removes the key's earlier events from the topic's
+	// history, leaving only the tombstone.
+	Purge bool `json:"purge,omitempty"`
+	// ExpectedLastSeq, when set, deletes only if the newest event of the
+	// key is still at this stream position, as
+	// [PublishOptions.ExpectedLastSeq]; otherwise ErrWrongLastSeq.
+	ExpectedLastSeq *uint64 `json:"expected_last_seq,omitempty"`
+}
+
+// KeyDeleter is the optional capability to delete keys of keyed topics.
+type KeyDeleter interface {
+	// DeleteKey stores a tombstone for key: an event of topic with the key,
+	// Deleted set and a null payload. From it on LatestByKey and Latest
+	// leave the key out and snapshots do not hold it; subscribers receive
+	// the tombstone like any event, so that views drop the key. On a
+	// compacted topic the tombstone replaces the key's newest event. It
+	// returns the tombstone. Errors wrap ErrBadTopic, ErrBadKey (an empty
+	// or invalid key, a topic whose stream has no keys), ErrNotFound (no
+	// stream), ErrWrongLastSeq, ErrUnavailable or ErrClosed.
+	DeleteKey(ctx context.Context, topic, key string, opts DeleteOptions) (*EventRecord, error)
+}

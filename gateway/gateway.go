@@ -89,12 +89,14 @@ func New(bus facade.Bus, cfg Config) (*Gateway, error) {
 	g.mux.HandleFunc("GET /{$}", g.serveWS)
 	g.mux.HandleFunc("GET /ws", g.serveWS)
 	g.mux.HandleFunc("POST /publish/{topic}", g.servePublish)
+	g.mux.HandleFunc("DELETE /publish/{topic}", g.serveDelete)
 	g.mux.HandleFunc("GET /sse/{topic}", g.serveSSE)
 	return g, nil
 }
 
 // Handler returns the gateway's HTTP handler: WebSocket upgrades on "/" and
-// "/ws", "POST /publish/{topic}" and the Server-Sent Events of
+// "/ws", "POST /publish/{topic}", "DELETE /publish/{topic}" (delete a key)
+// and the Server-Sent Events of
 // "GET /sse/{topic}".
 func (g *Gateway) Handler() http.Handler { return g.mux }
 

@@ -96,6 +96,7 @@ func (h *Hub) startFront() error {
 		mux.Handle("/ops/", http.StripPrefix("/ops", oh))
 		mux.Handle("GET /ws", gw.Handler())
 		mux.Handle("POST /publish/{topic}", gw.Handler())
+		mux.Handle("DELETE /publish/{topic}", gw.Handler())
 		mux.Handle("GET /sse/{topic}", gw.Handler())
 		mux.Handle("/", site) // WebSocket upgrades of "/" still reach the gateway
 		if err := h.servers.serve("http", c.Host, c.HTTPPort, h.hostGuard(mux), h.fail); err != nil {

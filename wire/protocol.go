@@ -32,6 +32,7 @@ const (
 	OpModAck      = "MODACK"
 	OpCursor      = "CURSOR"
 	OpSeek        = "SEEK"
+	OpDelete      = "DELETE"
 )
 
 // OpInfo describes one op.
@@ -57,6 +58,7 @@ var ops = []OpInfo{
 	{OpModAck, true, false},
 	{OpCursor, true, true},
 	{OpSeek, true, true},
+	{OpDelete, true, true},
 }
 
 // Ops returns a copy of the op table. It is safe for concurrent use.
@@ -84,6 +86,8 @@ type Frame struct {
 	// SUBSCRIBE, UNSUBSCRIBE, PUBLISH, EVENT, ACK, NACK, MODACK, CURSOR, SEEK
 	Topic string `json:"topic,omitempty"`
 	Group string `json:"group,omitempty"`
+	// DELETE (extension): the key to delete.
+	Key string `json:"key,omitempty"`
 	// ACK, NACK, MODACK; OK of PUBLISH (the new event's id)
 	ID string `json:"id,omitempty"`
 	// OK of PUBLISH (extension): the event's stream position and time.
@@ -104,7 +108,8 @@ type Frame struct {
 	ExtendMs int64 `json:"extend_ms,omitempty"`
 	// PUBLISH
 	Payload json.RawMessage `json:"payload,omitempty"`
-	// SUBSCRIBE (facade.SubscribeOptions), PUBLISH (facade.PublishOptions)
+	// SUBSCRIBE (facade.SubscribeOptions), PUBLISH (facade.PublishOptions),
+	// DELETE (facade.DeleteOptions)
 	Opts json.RawMessage `json:"opts,omitempty"`
 	// SEEK; OK of CURSOR
 	Cursor *facade.CursorPosition `json:"cursor,omitempty"`

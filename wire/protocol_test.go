@@ -50,6 +50,7 @@ func TestAppendEventMatchesJSON(t *testing.T) {
 		{"invalid utf8 in strings", &facade.EventRecord{ID: "a\xffb\xc0", Topic: "t", Tags: []string{"\xe2\x80"}, Payload: json.RawMessage(`"ok"`)}},
 		{"unicode", &facade.EventRecord{ID: "日本", Topic: "t", Payload: json.RawMessage(`"日本 ü 🎉"`)}},
 		{"nil payload", &facade.EventRecord{ID: "i", Topic: "t"}},
+		{"tombstone", &facade.EventRecord{ID: "i", Topic: "t", Key: "k", Payload: json.RawMessage(`null`), Seq: 9, Deleted: true}},
 		{"empty collections", &facade.EventRecord{ID: "i", Topic: "t", Headers: map[string]string{}, Tags: []string{}, Payload: json.RawMessage(`0`)}},
 		{"many headers", &facade.EventRecord{ID: "i", Topic: "t", Payload: json.RawMessage(`0`), Headers: map[string]string{
 			"k9": "9", "k1": "1", "k8": "8", "k2": "2", "k7": "7", "k3": "3", "k6": "6", "k4": "4", "k5": "5", "k10": "10",

@@ -60,6 +60,7 @@ func Run(t *testing.T, env Env) {
 		{"Filter", testFilter, env.Features.NoFilter, false},
 		{"KeyedEventsAndLatestByKey", testKeys, env.Features.NoKeys, false},
 		{"CompareAndSetKey", testCompareAndSet, false, false},
+		{"DeleteKey", testDeleteKey, false, false},
 		{"PlainNATSPublisherToHub", testInteropIn, env.Native == nil, false},
 		{"HubToPlainJetStreamConsumer", testInteropOut, env.Native == nil, false},
 		{"RestartKeepsEventsAndCursors", testRestart, env.Restart == nil || env.Features.NoCursors, true},
@@ -1042,5 +1043,113 @@ func testCompareAndSet(t *testing.T, env Env) {
 		if e := latest["proc:a"]; e == nil || e.Seq != third.Seq {
 			t.Fatalf("latest of proc:a %+v, want seq %d", e, third.Seq)
 		}
+	}
+}
+
+// testDeleteKey: a delete stores a tombstone (Deleted, null payload) that
+// subscribers receive, latest-by-key and Latest then leave the key out, a
+// compare-and-delete fails once the key moved, a key can be written again
+// after its tombstone, and a purge leaves only the tombstone of the key's
+// history.
+func testDeleteKey(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, _ := names(t)
+	kd, ok := b.(facade.KeyDeleter)
+	if !ok {
+		t.Fatal("bus does not implement facade.KeyDeleter")
+	}
+	publish(t, b, topic, `{"v":"a1"}`, facade.PublishOptions{Key: "a"})
+	publish(t, b, topic, `{"v":"a2"}`, facade.PublishOptions{Key: "a"})
+	b1 := publish(t, b, topic, `{"v":"b1"}`, facade.PublishOptions{Key: "b"})
+	del, err := kd.DeleteKey(t.Context(), topic, "a", facade.DeleteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !del.Deleted || del.Key != "a" || del.ID == "" || del.Seq <= b1.Seq {
+		t.Fatalf("tombstone %+v", del)
+	}
+	latestKeys := func() []string {
+		t.Helper()
+		var keys []string
+		if kr, ok := b.(facade.KeyReader); ok {
+			got, err := kr.LatestByKey(t.Context(), topic, []string{"a", "b", "c"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := range got {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+		}
+		if ks, ok := b.(facade.KeyScanner); ok {
+			var scanned []string
+			if _, err := ks.Latest(t.Context(), topic, func(e *facade.EventRecord) error {
+				scanned = append(scanned, e.Key)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(scanned)
+			if keys != nil && !slices.Equal(keys, scanned) {
+				t.Fatalf("LatestByKey has %q, Latest %q", keys, scanned)
+			}
+			keys = scanned
+		}
+		return keys
+	}
+	if _, ok := b.(facade.KeyReader); ok {
+		if got := latestKeys(); !slices.Equal(got, []string{"b"}) {
+			t.Fatalf("after deleting a, the newest events are of %q, want [b]", got)
+		}
+	}
+
+	// Compare-and-delete, and a write after the tombstone.
+	stale := b1.Seq - 1
+	if _, err := kd.DeleteKey(t.Context(), topic, "b", facade.DeleteOptions{ExpectedLastSeq: &stale}); !errors.Is(err, facade.ErrWrongLastSeq) {
+		t.Fatalf("delete at a stale position: %v, want wrong_last_seq", err)
+	}
+	if _, err := kd.DeleteKey(t.Context(), topic, "b", facade.DeleteOptions{ExpectedLastSeq: &b1.Seq}); err != nil {
+		t.Fatalf("delete at the read position: %v", err)
+	}
+	publish(t, b, topic, `{"v":"a3"}`, facade.PublishOptions{Key: "a", ExpectedLastSeq: &del.Seq})
+
+	// Purge: the history of c goes, its tombstone stays.
+	publish(t, b, topic, `{"v":"c1"}`, facade.PublishOptions{Key: "c"})
+	publish(t, b, topic, `{"v":"c2"}`, facade.PublishOptions{Key: "c"})
+	if _, err := kd.DeleteKey(t.Context(), topic, "c", facade.DeleteOptions{Purge: true}); err != nil {
+		t.Fatalf("delete with purge: %v", err)
+	}
+	if _, ok := b.(facade.KeyReader); ok {
+		if got := latestKeys(); !slices.Equal(got, []string{"a"}) {
+			t.Fatalf("after deleting b and c and writing a again, the newest events are of %q, want [a]", got)
+		}
+	}
+	c := newCollector()
+	subscribe(t, b, topic, "all", c.handle, facade.SubscribeOptions{From: facade.FromEarliest, MaxInFlight: 1})
+	var got []string
+	for _, r := range c.take(t, 7) {
+		s := r.e.Key + "=" + string(r.e.Payload)
+		if r.e.Deleted {
+			s = r.e.Key + " deleted"
+			if string(r.e.Payload) != "null" {
+				t.Fatalf("tombstone payload %s, want null", r.e.Payload)
+			}
+		}
+		got = append(got, s)
+	}
+	want := []string{`a={"v":"a1"}`, `a={"v":"a2"}`, `b={"v":"b1"}`, "a deleted", "b deleted", `a={"v":"a3"}`, "c deleted"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the topic holds %q, want %q", got, want)
+	}
+
+	// Bad input.
+	if _, err := kd.DeleteKey(t.Context(), topic, "", facade.DeleteOptions{}); !errors.Is(err, facade.ErrBadKey) {
+		t.Fatalf("delete without a key: %v, want bad_key", err)
+	}
+	if _, err := kd.DeleteKey(t.Context(), "Bad Topic", "a", facade.DeleteOptions{}); !errors.Is(err, facade.ErrBadTopic) {
+		t.Fatalf("delete on a bad topic: %v, want bad_topic", err)
+	}
+	if _, err := kd.DeleteKey(t.Context(), topic+".none", "a", facade.DeleteOptions{}); !errors.Is(err, facade.ErrNotFound) {
+		t.Fatalf("delete on a topic without a stream: %v, want not_found", err)
 	}
 }
