@@ -172,7 +172,48 @@ func TestClientPackage(t *testing.T) {
 	if strings.TrimSpace(string(out)) != "true 42" {
 		t.Fatalf("node example.js printed %q, want %q", out, "true 42")
 	}
+
+	// The key-value operations of the package: compare-and-set and delete.
+	if err := os.WriteFile(filepath.Join(proj, "kv.js"), []byte(kvScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.CommandContext(ctx, node, "kv.js")
+	cmd.Dir = proj
+	cmd.Env = append(os.Environ(), "EVENTHUB_URL=ws"+strings.TrimPrefix(st.srv.URL, "http")+"/ws", "EVENTHUB_TOKEN=s3cret")
+	out, err = cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node kv.js: %v\n%s", err, out)
+	}
+	if want := `["wrong_last_seq",true,"k",null]`; strings.TrimSpace(string(out)) != want {
+		t.Fatalf("node kv.js printed %q, want %q", out, want)
+	}
 }
+
+// kvScript publishes a key with compare-and-set, fails to create it again
+// (wrong_last_seq), deletes it at the position it read, and receives the
+// tombstone.
+const kvScript = `import { EventHubClient } from "@eventhub/client";
+import WebSocket from "ws";
+
+const hub = new EventHubClient(process.env.EVENTHUB_URL, { token: process.env.EVENTHUB_TOKEN, WebSocket, reconnect: false });
+await hub.connect();
+const out = [];
+const first = await hub.publish("kv.pkg", { v: 1 }, { key: "k", expected_last_seq: 0 });
+try {
+  await hub.publish("kv.pkg", { v: 2 }, { key: "k", expected_last_seq: 0 });
+  out.push("stored");
+} catch (err) {
+  out.push(err.code);
+}
+const tomb = await hub.deleteKey("kv.pkg", "k", { expected_last_seq: first.seq });
+out.push(tomb.seq > first.seq);
+const deleted = await new Promise((resolve) => {
+  hub.subscribe("kv.pkg", "g", (e) => { if (e.deleted) resolve(e); }, { from: "earliest" });
+});
+out.push(deleted.key, deleted.payload);
+console.log(JSON.stringify(out));
+hub.close();
+`
 
 // codeBlock returns the one fenced block of lang in md.
 func codeBlock(t *testing.T, md []byte, lang string) string {

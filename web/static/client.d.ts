@@ -22,6 +22,8 @@ export interface EventRecord<T = unknown> {
   tags?: string[];
   /** Stream position (extension). */
   seq?: number;
+  /** A key's tombstone (EventHubClient.deleteKey): the key has no value from here on; payload is null. */
+  deleted?: boolean;
 }
 
 /** `ctx` of an EVENT frame, plus helpers of the client. */
@@ -94,6 +96,14 @@ export interface PublishOptions {
    * Compare-and-set of the key: stored only if the key's newest event is still at
    * this seq (0: the key has none yet); else rejects with "wrong_last_seq". Needs key.
    */
+  expected_last_seq?: number;
+}
+
+/** `opts` of DELETE. */
+export interface DeleteOptions {
+  /** Also remove the key's earlier events, leaving only the tombstone. */
+  purge?: boolean;
+  /** Compare-and-delete: only if the key's newest event is still at this seq; else "wrong_last_seq". */
   expected_last_seq?: number;
 }
 
@@ -270,6 +280,8 @@ export declare class EventHubClient extends EventTarget {
   ack(topic: string, group: string, id: string): Promise<void>;
   nack(topic: string, group: string, id: string, reason?: string | Error): Promise<void>;
   modAck(topic: string, group: string, id: string, extend_ms: number): Promise<void>;
+  /** DELETE extension: stores a tombstone for key; resolves with its {id, seq, ts}; needs the right to publish to topic. */
+  deleteKey(topic: string, key: string, opts?: DeleteOptions): Promise<PublishResult>;
   /** CURSOR extension. */
   cursor(topic: string, group: string): Promise<CursorPosition>;
   /** SEEK extension; {} rewinds to the beginning. */
