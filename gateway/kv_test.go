@@ -165,3 +165,29 @@ func TestHTTPDeleteKey(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPPublishTTL: Eventhub-Ttl-Seconds gives the event a time to live
+// in whole seconds; anything else is a 400.
+func TestHTTPPublishTTL(t *testing.T) {
+	bus := newBus(t)
+	g := newGateway(t, bus, Config{Token: "tok"})
+	url := g.http + "/publish/kv.ttl"
+	h := func(ttl string) map[string]string {
+		return map[string]string{"Authorization": "Bearer tok", HeaderKey: "k", HeaderTTLSeconds: ttl}
+	}
+	if r := post(t, url, `{}`, h("60")); r.status != 200 {
+		t.Fatalf("ttl 60: %d %v", r.status, r.body)
+	}
+	e, err := bus.Event(t.Context(), "kv.ttl", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Headers["Nats-TTL"]; len(got) != 1 || got[0] != "60" {
+		t.Fatalf("stored Nats-TTL %q, want 60", got)
+	}
+	for _, bad := range []string{"0", "-1", "1.5", "1m"} {
+		if r := post(t, url, `{}`, h(bad)); r.status != 400 || errCodeOf(r) != "bad_request" {
+			t.Errorf("ttl %q: %d %v, want 400 bad_request", bad, r.status, r.body)
+		}
+	}
+}

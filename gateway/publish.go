@@ -28,6 +28,9 @@ const (
 	// (facade.PublishOptions.ExpectedLastSeq): 409 wrong_last_seq when the
 	// key's newest event is no longer at this position (0: the key has none).
 	HeaderExpectedLastSeq = "Eventhub-Expected-Last-Seq"
+	// HeaderTTLSeconds removes the event from the store this many seconds
+	// after it was stored (facade.PublishOptions.TTLSeconds).
+	HeaderTTLSeconds = "Eventhub-Ttl-Seconds"
 )
 
 // publishResponse is the 200 body of POST /publish/{topic}.
@@ -178,6 +181,13 @@ func publishOptions(h http.Header) (facade.PublishOptions, error) {
 			return o, wire.Errorf(wire.CodeBadRequest, "%s: want a stream position (0 or more), not %q", HeaderExpectedLastSeq, v)
 		}
 		o.ExpectedLastSeq = &seq
+	}
+	if v := h.Get(HeaderTTLSeconds); v != "" {
+		ttl, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || ttl < 1 {
+			return o, wire.Errorf(wire.CodeBadRequest, "%s: want whole seconds, 1 or more, not %q", HeaderTTLSeconds, v)
+		}
+		o.TTLSeconds = ttl
 	}
 	for name, vs := range h {
 		if len(name) <= len(HeaderHeaderPrefix) || !strings.EqualFold(name[:len(HeaderHeaderPrefix)], HeaderHeaderPrefix) {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventhub/eventhub/facade"
@@ -27,7 +28,10 @@ const (
 )
 
 // isTombstone reports whether a message's headers mark it as a tombstone.
-func isTombstone(op string) bool { return op == opDelete || op == opPurge }
+func isTombstone(h nats.Header) bool {
+	op := h.Get(HeaderOperation)
+	return op == opDelete || op == opPurge
+}
 
 // DeleteKey implements [facade.KeyDeleter]. The tombstone is a message on
 // the key's subject with HeaderOperation and no data, published like an

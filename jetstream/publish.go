@@ -215,6 +215,9 @@ func (b *Bus) prepare(ctx context.Context, topic string, payload json.RawMessage
 	if opts.ExpectedLastSeq != nil {
 		msg.Header[jetstream.ExpectedLastSubjSeqHeader] = []string{strconv.FormatUint(*opts.ExpectedLastSeq, 10)}
 	}
+	if opts.TTLSeconds > 0 {
+		msg.Header[jetstream.MsgTTLHeader] = []string{strconv.FormatInt(opts.TTLSeconds, 10)}
+	}
 	return e, msg, ti, nil
 }
 

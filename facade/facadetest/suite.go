@@ -61,6 +61,7 @@ func Run(t *testing.T, env Env) {
 		{"KeyedEventsAndLatestByKey", testKeys, env.Features.NoKeys, false},
 		{"CompareAndSetKey", testCompareAndSet, false, false},
 		{"DeleteKey", testDeleteKey, false, false},
+		{"KeyTTL", testKeyTTL, false, false},
 		{"PlainNATSPublisherToHub", testInteropIn, env.Native == nil, false},
 		{"HubToPlainJetStreamConsumer", testInteropOut, env.Native == nil, false},
 		{"RestartKeepsEventsAndCursors", testRestart, env.Restart == nil || env.Features.NoCursors, true},
@@ -1152,4 +1153,34 @@ func testDeleteKey(t *testing.T, env Env) {
 	if _, err := kd.DeleteKey(t.Context(), topic+".none", "a", facade.DeleteOptions{}); !errors.Is(err, facade.ErrNotFound) {
 		t.Fatalf("delete on a topic without a stream: %v, want not_found", err)
 	}
+}
+
+// testKeyTTL: an event published with TTLSeconds is removed once its time
+// is up (latest-by-key then leaves its key out), one without stays; a
+// negative TTL is refused.
+func testKeyTTL(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, _ := names(t)
+	publish(t, b, topic, `{"status":"alive"}`, facade.PublishOptions{Key: "p1", TTLSeconds: 1})
+	publish(t, b, topic, `{"status":"alive"}`, facade.PublishOptions{Key: "p2"})
+	if _, err := b.Publish(t.Context(), topic, json.RawMessage(`{}`), facade.PublishOptions{Key: "p3", TTLSeconds: -1}); !errors.Is(err, facade.ErrInvalidOption) {
+		t.Fatalf("negative ttl: %v, want bad_request", err)
+	}
+	kr, ok := b.(facade.KeyReader)
+	if !ok {
+		return // expiry is observed through latest-by-key
+	}
+	testutil.CheckFor(t, 15*time.Second, func() error {
+		got, err := kr.LatestByKey(t.Context(), topic, []string{"p1", "p2"})
+		if err != nil {
+			return err
+		}
+		if got["p2"] == nil {
+			return errors.New("p2, published without a ttl, is gone")
+		}
+		if got["p1"] != nil {
+			return errors.New("p1 has not expired yet")
+		}
+		return nil
+	})
 }

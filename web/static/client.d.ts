@@ -97,6 +97,8 @@ export interface PublishOptions {
    * this seq (0: the key has none yet); else rejects with "wrong_last_seq". Needs key.
    */
   expected_last_seq?: number;
+  /** Time to live in whole seconds (at least 1): the event is removed from the store when it is up. */
+  ttl_seconds?: number;
 }
 
 /** `opts` of DELETE. */
