@@ -23,7 +23,8 @@ type KeyScanner interface {
 	// [SnapshotSubscriber] does) completes the picture without a gap.
 	//
 	// Latest blocks until every event was passed to fn. An error from fn
-	// stops it and is returned. Unkeyed events are not part of the result.
+	// stops it and is returned. Unkeyed events are not part of the result, nor
+	// are deleted keys (whose newest event is a tombstone).
 	// Errors wrap ErrNotFound when the topic has no stream, ErrBadTopic or
 	// ErrUnavailable.
 	Latest(ctx context.Context, topic string, fn func(*EventRecord) error) (upToSeq uint64, err error)
