@@ -199,7 +199,9 @@ func FuzzDecode(f *testing.F) {
 		`{"op":"ACK","topic":"a","group":"g","id":"x","attempt":2}`,
 		`{"op":"MODACK","topic":"a","group":"g","id":"x","extend_ms":3000}`,
 		`{"op":"SEEK","topic":"a","group":"g","cursor":{"lastSeq":3}}`,
+		`{"op":"DELETE","topic":"a","key":"k","opts":{"purge":true,"expected_last_seq":3}}`,
 		`{"op":"EVENT","topic":"a","group":"g","event":{"id":"i","ts":1,"topic":"a","payload":null},"ctx":{"attempt":1,"ack_deadline_ms":5}}`,
+		`{"op":"EVENT","topic":"a","group":"g","event":{"id":"i","ts":1,"topic":"a","key":"k","payload":null,"seq":2,"deleted":true},"ctx":{"attempt":1,"ack_deadline_ms":5}}`,
 		`{"op":"ERR","code":"bad_json","msg":"x"}`,
 		`{"op":"AUTH"`, `[]`, `null`, `{"op":7}`, `{"OP":"AUTH","Token":"x"}`, `{"op":"AUTH","token":"\ud800"}`,
 	} {
