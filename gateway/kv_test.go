@@ -6,10 +6,12 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"testing"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/jetstream"
 	"github.com/eventhub/eventhub/wire"
 )
 
@@ -189,5 +191,42 @@ func TestHTTPPublishTTL(t *testing.T) {
 		if r := post(t, url, `{}`, h(bad)); r.status != 400 || errCodeOf(r) != "bad_request" {
 			t.Errorf("ttl %q: %d %v, want 400 bad_request", bad, r.status, r.body)
 		}
+	}
+}
+
+// TestLiveSnapshotLeavesDeletedKeysOut: a live subscription with snapshot
+// on a compacted topic gets no event of a deleted key, and a key deleted
+// afterwards arrives as its tombstone (deleted, null payload), in order.
+func TestLiveSnapshotLeavesDeletedKeysOut(t *testing.T) {
+	bus := newBus(t, func(oc *jetstream.OpenConfig) {
+		oc.Bus.Topics = append(oc.Bus.Topics, jetstream.TopicConfig{Pattern: "kvsnap.state", Compaction: true})
+	})
+	g := newGateway(t, bus, Config{})
+	for _, k := range []string{"a", "b", "c"} {
+		if _, err := bus.Publish(t.Context(), "kvsnap.state", json.RawMessage(`1`), facade.PublishOptions{Key: k}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del, err := bus.DeleteKey(t.Context(), "kvsnap.state", "a", facade.DeleteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dialAuth(t, g.url, "")
+	ok := c.ok(liveFrame("kvsnap.state", `{"snapshot":true}`))
+	if ok.Seq != del.Seq {
+		t.Fatalf("snapshot at %d, want the tombstone's position %d", ok.Seq, del.Seq)
+	}
+	var keys []string
+	for _, e := range c.liveEvents(2) {
+		keys = append(keys, e.Key)
+	}
+	slices.Sort(keys)
+	if !slices.Equal(keys, []string{"b", "c"}) {
+		t.Fatalf("snapshot of keys %q, want [b c]", keys)
+	}
+	c.ok(wire.Frame{Op: wire.OpDelete, Topic: "kvsnap.state", Key: "b"})
+	e := c.liveEvents(1)[0]
+	if !e.Deleted || e.Key != "b" || string(e.Payload) != "null" {
+		t.Fatalf("live event after deleting b: %+v (%s), want its tombstone", e, e.Payload)
 	}
 }
