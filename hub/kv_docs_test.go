@@ -74,9 +74,9 @@ func docCurl(t *testing.T, page, marker string, vars map[string]string, base str
 	return req
 }
 
-// TestKeyDeleteDocCommands runs the delete commands of docs/keys.md (HTTP)
-// and docs/ops.md (admin API) against a hub: each stores a tombstone, after
-// which latest-by-key answers 404 for the key.
+// TestKeyDeleteDocCommands runs the delete commands of docs/keys.md (HTTP,
+// on the gateway's port and on the HTTP port) and docs/ops.md (admin API)
+// against a hub: each stores a tombstone, after which the key has no value.
 func TestKeyDeleteDocCommands(t *testing.T) {
 	const token = "s3cret-static-token-for-docs"
 	h := startHub(t, hub.Config{Memory: true, NATSPort: -1, Auth: auth.Config{Token: token}})
@@ -84,16 +84,19 @@ func TestKeyDeleteDocCommands(t *testing.T) {
 	for _, tc := range []struct {
 		page, marker, key string
 		vars              map[string]string
+		base              string
 	}{
-		{"../docs/keys.md", "-X DELETE", "host:stt:1234", nil},
-		{"../docs/ops.md", "/admin/keys?", "host-a:api:101", map[string]string{"OPS": ops, "H": "Authorization: Bearer " + token}},
+		{"../docs/keys.md", "-X DELETE", "host:stt:1234", nil, "http://" + h.Addr("ws")},
+		// The HTTP port serves the same route.
+		{"../docs/keys.md", "-X DELETE", "host:stt:1234", nil, "http://" + h.Addr("http")},
+		{"../docs/ops.md", "/admin/keys?", "host-a:api:101", map[string]string{"OPS": ops, "H": "Authorization: Bearer " + token}, ""},
 	} {
 		for range 2 {
 			if _, err := h.Bus.Publish(t.Context(), "process.state", json.RawMessage(`{"status":"alive"}`), facade.PublishOptions{Key: tc.key}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		req := docCurl(t, tc.page, tc.marker, tc.vars, "http://"+h.Addr("ws"))
+		req := docCurl(t, tc.page, tc.marker, tc.vars, tc.base)
 		if tc.vars == nil {
 			req.Header.Set("Authorization", strings.Replace(req.Header.Get("Authorization"), "s3cret", token, 1))
 		}
