@@ -84,6 +84,27 @@ func (c *Client) GetCursor(ctx context.Context, topic, group string) (*facade.Cu
 	return r.Cursor, nil
 }
 
+var _ facade.KeyDeleter = (*Client)(nil)
+
+// DeleteKey implements [facade.KeyDeleter] with the DELETE extension: the
+// gateway stores a tombstone for key and answers with its id, seq and ts.
+// It needs the right to publish to topic.
+func (c *Client) DeleteKey(ctx context.Context, topic, key string, opts facade.DeleteOptions) (*facade.EventRecord, error) {
+	f := &wire.Frame{Op: wire.OpDelete, Topic: topic, Key: key}
+	if b, err := json.Marshal(opts); err != nil {
+		return nil, fmt.Errorf("%w: opts: %w", facade.ErrInvalidOption, err)
+	} else if string(b) != "{}" {
+		f.Opts = b
+	}
+	r, err := c.callRetrying(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	return &facade.EventRecord{
+		ID: r.ID, TS: r.TS, Topic: topic, Key: key, Payload: json.RawMessage("null"), Seq: r.Seq, Deleted: true,
+	}, nil
+}
+
 // SetCursor implements [facade.Cursors] with the SEEK extension.
 func (c *Client) SetCursor(ctx context.Context, topic, group string, pos facade.CursorPosition) error {
 	cur := facade.CursorPosition{LastID: pos.LastID, LastTS: pos.LastTS, LastSeq: pos.LastSeq}

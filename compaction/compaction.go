@@ -100,7 +100,8 @@ type Compactor struct {
 // Stats counts what a compactor did since it started.
 type Stats struct {
 	// Republished counts keyed events copied to the snapshot topic
-	// (including copies the snapshot stream recognised as duplicates).
+	// (including copies the snapshot stream recognised as duplicates),
+	// tombstones of deleted keys included.
 	Republished uint64
 	// Skipped counts unkeyed events of the source, which have no place in a
 	// snapshot by key.
@@ -154,6 +155,9 @@ func (c *Compactor) handle(ctx context.Context, bus Bus, e *facade.EventRecord) 
 		c.lastSeq.Store(e.Seq)
 		return nil
 	}
+	if e.Deleted {
+		return c.deleted(ctx, bus, e)
+	}
 	_, err := bus.Publish(ctx, c.cfg.Snapshot, e.Payload, facade.PublishOptions{
 		ID:        SnapshotID(c.cfg.Snapshot, e.ID, e.TS),
 		TS:        e.TS,
@@ -176,6 +180,27 @@ func (c *Compactor) handle(ctx context.Context, bus Bus, e *facade.EventRecord) 
 // Stats returns the compactor's counters. It does not block.
 func (c *Compactor) Stats() Stats {
 	return Stats{Republished: c.republished.Load(), Skipped: c.skipped.Load(), LastSourceSeq: c.lastSeq.Load()}
+}
+
+// deleted deletes the key of the source's tombstone e from the snapshot
+// (a tombstone there too), so that the snapshot holds no deleted key. A
+// bus that cannot delete keys ([facade.KeyDeleter]) keeps the snapshot's
+// last value of the key; the tombstone is counted as skipped.
+func (c *Compactor) deleted(ctx context.Context, bus Bus, e *facade.EventRecord) error {
+	kd, ok := bus.(facade.KeyDeleter)
+	if !ok {
+		c.log.Warn("the bus cannot delete keys: the snapshot keeps the deleted key", "id", e.ID, "key", e.Key)
+		c.skipped.Add(1)
+		c.lastSeq.Store(e.Seq)
+		return nil
+	}
+	if _, err := kd.DeleteKey(ctx, c.cfg.Snapshot, e.Key, facade.DeleteOptions{}); err != nil {
+		c.log.Warn("delete in the snapshot failed; will retry", "id", e.ID, "key", e.Key, "err", err)
+		return fmt.Errorf("delete key %q of %s: %w", e.Key, c.cfg.Snapshot, err)
+	}
+	c.republished.Add(1)
+	c.lastSeq.Store(e.Seq)
+	return nil
 }
 
 // Shutdown stops the compactor: it waits for the event being republished,

@@ -249,3 +249,51 @@ func TestSnapshotID(t *testing.T) {
 		t.Fatalf("time of %s: %v", b, bt)
 	}
 }
+
+// TestCompactorDeletesKeys: a key deleted in the source (a tombstone) is
+// deleted from the snapshot too, and written again after it, comes back.
+func TestCompactorDeletesKeys(t *testing.T) {
+	srv := natstest.RunEmbedded(t)
+	app := newBus(t, srv)
+	c, err := compaction.Start(t.Context(), newBus(t, srv), compaction.Config{Source: "process.state"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	pub := func(key, payload string) {
+		t.Helper()
+		if _, err := app.Publish(t.Context(), "process.state", json.RawMessage(payload), facade.PublishOptions{Key: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub("a", `{"v":1}`)
+	pub("b", `{"v":1}`)
+	del, err := app.DeleteKey(t.Context(), "process.state", "a", facade.DeleteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, 10*time.Second, func() error {
+		if got := c.Stats().LastSourceSeq; got < del.Seq {
+			return fmt.Errorf("compactor at source seq %d, want %d", got, del.Seq)
+		}
+		return nil
+	})
+	snap := latest(t, app, "process.state.snapshot")
+	if _, ok := snap["a"]; ok || len(snap) != 1 || snap["b"] == nil {
+		t.Fatalf("snapshot after deleting a: %v, want only b", snap)
+	}
+	got, err := app.LatestByKey(t.Context(), "process.state.snapshot", []string{"a", "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got["a"]; ok {
+		t.Fatalf("latest-by-key of the snapshot still has a: %v", got["a"])
+	}
+	pub("a", `{"v":2}`)
+	testutil.CheckFor(t, 10*time.Second, func() error {
+		if e := latest(t, app, "process.state.snapshot")["a"]; e == nil || string(e.Payload) != `{"v":2}` {
+			return fmt.Errorf("snapshot of a: %v", e)
+		}
+		return nil
+	})
+}

@@ -26,6 +26,8 @@
 //     (2 minutes by default); after it, the copy replaces an identical one,
 //     which changes nothing but the snapshot's sequence.
 //   - Unkeyed events of the source are skipped: a snapshot is by key.
+//   - A tombstone of the source (a deleted key, facade.KeyDeleter) deletes
+//     the key from the snapshot too, with a tombstone of its own.
 //   - A republish that keeps failing is retried up to [MaxAttempts] times
 //     with the bus's backoff before the bus dead-letters the event to
 //     "<source>.dlq"; the snapshot of that key is then stale until its next

@@ -72,6 +72,7 @@ type Bus interface {
 // KeyReader is the optional capability to read the newest event of keys.
 type KeyReader interface {
 	// LatestByKey returns the newest event of each key that has one; keys
-	// without events are absent from the map.
+	// without events, and deleted keys (whose newest event is a tombstone,
+	// see [KeyDeleter]), are absent from the map.
 	LatestByKey(ctx context.Context, topic string, keys []string) (map[string]*EventRecord, error)
 }

@@ -73,6 +73,11 @@ var (
 	ErrUnknownID = &Error{Code: "unknown_id", Msg: "unknown event id"}
 	// ErrNotFound: the topic or group does not exist.
 	ErrNotFound = &Error{Code: "not_found", Msg: "not found"}
+	// ErrWrongLastSeq: a compare-and-set publish or delete
+	// (PublishOptions.ExpectedLastSeq) found the key's newest event at
+	// another position than the one expected: someone else wrote the key
+	// since it was read. Read it again and retry.
+	ErrWrongLastSeq = &Error{Code: "wrong_last_seq", Msg: "the key's last position moved"}
 	// ErrSettled: the delivery was already acknowledged or nacked.
 	ErrSettled = &Error{Code: "settled", Msg: "delivery already settled"}
 	// ErrExpired: the delivery's deadline passed and its event was handed

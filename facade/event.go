@@ -24,6 +24,9 @@ type EventRecord struct {
 	// Seq is the event's position in its stream: the stream sequence on
 	// JetStream. Zero when unknown.
 	Seq uint64 `json:"seq,omitempty"`
+	// Deleted marks the tombstone of a key (see [KeyDeleter]): from it on
+	// the key has no value. Its Payload is null.
+	Deleted bool `json:"deleted,omitempty"`
 }
 
 // Time returns the event's timestamp as a time.Time.

@@ -23,7 +23,8 @@ type KeyScanner interface {
 	// [SnapshotSubscriber] does) completes the picture without a gap.
 	//
 	// Latest blocks until every event was passed to fn. An error from fn
-	// stops it and is returned. Unkeyed events are not part of the result.
+	// stops it and is returned. Unkeyed events are not part of the result, nor
+	// are deleted keys (whose newest event is a tombstone).
 	// Errors wrap ErrNotFound when the topic has no stream, ErrBadTopic or
 	// ErrUnavailable.
 	Latest(ctx context.Context, topic string, fn func(*EventRecord) error) (upToSeq uint64, err error)
@@ -104,4 +105,29 @@ func RequireCompacted(ctx context.Context, bus any, topic string) (checked bool,
 			ErrNotCompacted, topic, topic)
 	}
 	return true, nil
+}
+
+// DeleteOptions are the options of [KeyDeleter.DeleteKey]. Its JSON form is
+// the "opts" of a WebSocket DELETE frame.
+type DeleteOptions struct {
+	// Purge also removes the key's earlier events from the topic's
+	// history, leaving only the tombstone.
+	Purge bool `json:"purge,omitempty"`
+	// ExpectedLastSeq, when set, deletes only if the newest event of the
+	// key is still at this stream position, as
+	// [PublishOptions.ExpectedLastSeq]; otherwise ErrWrongLastSeq.
+	ExpectedLastSeq *uint64 `json:"expected_last_seq,omitempty"`
+}
+
+// KeyDeleter is the optional capability to delete keys of keyed topics.
+type KeyDeleter interface {
+	// DeleteKey stores a tombstone for key: an event of topic with the key,
+	// Deleted set and a null payload. From it on LatestByKey and Latest
+	// leave the key out and snapshots do not hold it; subscribers receive
+	// the tombstone like any event, so that views drop the key. On a
+	// compacted topic the tombstone replaces the key's newest event. It
+	// returns the tombstone. Errors wrap ErrBadTopic, ErrBadKey (an empty
+	// or invalid key, a topic whose stream has no keys), ErrNotFound (no
+	// stream), ErrWrongLastSeq, ErrUnavailable or ErrClosed.
+	DeleteKey(ctx context.Context, topic, key string, opts DeleteOptions) (*EventRecord, error)
 }

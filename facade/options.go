@@ -36,6 +36,18 @@ type PublishOptions struct {
 	Tags      []string          `json:"tags,omitempty"`
 	CausedBy  []string          `json:"caused_by,omitempty"`
 	SID       string            `json:"sid,omitempty"`
+	// ExpectedLastSeq, when set, makes the publish a compare-and-set of
+	// its key: it is stored only if the newest event of the key is still
+	// at this stream position (the Seq the caller read), 0 meaning that
+	// the key has no event yet. Otherwise it fails with ErrWrongLastSeq
+	// and nothing is stored. It needs a Key.
+	ExpectedLastSeq *uint64 `json:"expected_last_seq,omitempty"`
+	// TTLSeconds, when set (at least 1), removes the event from the store
+	// this many seconds after it was stored: on a compacted topic the key
+	// then has no value, so presence-like state expires without a sweeper.
+	// Subscribers are not told (delete the key to tell them). The topic's
+	// stream must allow per-message TTLs (streams the hub makes do).
+	TTLSeconds int64 `json:"ttl_seconds,omitempty"`
 }
 
 // Validate checks the options every way in shares (the Go API, WebSocket
@@ -45,6 +57,12 @@ type PublishOptions struct {
 func (o *PublishOptions) Validate() error {
 	if o.TS < 0 {
 		return fmt.Errorf("%w: ts must be epoch milliseconds, not %d", ErrInvalidOption, o.TS)
+	}
+	if o.TTLSeconds < 0 {
+		return fmt.Errorf("%w: ttl_seconds must be 1 or more, not %d", ErrInvalidOption, o.TTLSeconds)
+	}
+	if o.ExpectedLastSeq != nil && o.Key == "" {
+		return fmt.Errorf("%w: expected_last_seq needs a key", ErrInvalidOption)
 	}
 	return ValidateKey(o.Key)
 }

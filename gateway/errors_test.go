@@ -294,6 +294,12 @@ func TestErrorCodes(t *testing.T) {
 			c2.ok(subscribeFrame("orders.created", "billing", `{"retry":{"backoffMs":[1000,5000,30000]}}`))
 			admin(t, std).ok(subscribeFrame("orders.created", "billing", ""))
 		}},
+		{wire.CodeWrongLastSeq, "compare-and-set", func(t *testing.T) {
+			c := admin(t, std)
+			c.ok(wire.Frame{Op: wire.OpPublish, Topic: "kv.cas", Payload: json.RawMessage(`1`), Opts: json.RawMessage(`{"key":"k","expected_last_seq":0}`)})
+			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"kv.cas","payload":2,"opts":{"key":"k","expected_last_seq":0}}`, wire.CodeWrongLastSeq, false)
+			rawErr(t, c, `{"op":"DELETE","corr":"k","topic":"kv.cas","key":"k","opts":{"expected_last_seq":0}}`, wire.CodeWrongLastSeq, false)
+		}},
 		{wire.CodeTooLarge, "store max payload", func(t *testing.T) {
 			c := admin(t, std)
 			rawErr(t, c, `{"op":"PUBLISH","corr":"k","topic":"a.b","payload":"`+strings.Repeat("x", 300<<10)+`"}`, wire.CodeTooLarge, false)

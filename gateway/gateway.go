@@ -91,6 +91,7 @@ func New(bus facade.Bus, cfg Config) (*Gateway, error) {
 	g.mux.HandleFunc("GET /{$}", g.serveWS)
 	g.mux.HandleFunc("GET /ws", g.serveWS)
 	g.mux.HandleFunc("POST /publish/{topic}", g.servePublish)
+	g.mux.HandleFunc("DELETE /publish/{topic}", g.serveDelete)
 	g.mux.HandleFunc("GET /sse/{topic}", g.serveSSE)
 	g.mux.HandleFunc("/", serveUnrouted)
 	return g, nil
@@ -110,7 +111,7 @@ func serveUnrouted(w http.ResponseWriter, r *http.Request) {
 	case p == "/" || p == "/ws":
 		allow = "GET"
 	case oneSegment("/publish/"):
-		allow = "POST"
+		allow = "POST, DELETE"
 	case oneSegment("/sse/"):
 		allow = "GET"
 	}
@@ -119,12 +120,13 @@ func serveUnrouted(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, fmt.Errorf("%w: %s %s: this endpoint takes %s", wire.ErrMethodNotAllowed, r.Method, p, allow))
 		return
 	}
-	writeHTTPError(w, fmt.Errorf("%w: no endpoint %s %s (the gateway serves POST /publish/{topic}, GET /sse/{topic} and WebSocket upgrades on / and /ws)",
+	writeHTTPError(w, fmt.Errorf("%w: no endpoint %s %s (the gateway serves POST and DELETE /publish/{topic}, GET /sse/{topic} and WebSocket upgrades on / and /ws)",
 		facade.ErrNotFound, r.Method, p))
 }
 
 // Handler returns the gateway's HTTP handler: WebSocket upgrades on "/" and
-// "/ws", "POST /publish/{topic}" and the Server-Sent Events of
+// "/ws", "POST /publish/{topic}", "DELETE /publish/{topic}" (delete a key)
+// and the Server-Sent Events of
 // "GET /sse/{topic}".
 func (g *Gateway) Handler() http.Handler { return g.mux }
 

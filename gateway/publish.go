@@ -24,6 +24,13 @@ const (
 	HeaderTS           = "Eventhub-Ts"        // epoch milliseconds
 	HeaderPartition    = "Eventhub-Partition" // integer
 	HeaderHeaderPrefix = "Eventhub-Header-"   // Eventhub-Header-<Name>: value → headers[lower(name)]
+	// HeaderExpectedLastSeq makes the publish a compare-and-set of its key
+	// (facade.PublishOptions.ExpectedLastSeq): 409 wrong_last_seq when the
+	// key's newest event is no longer at this position (0: the key has none).
+	HeaderExpectedLastSeq = "Eventhub-Expected-Last-Seq"
+	// HeaderTTLSeconds removes the event from the store this many seconds
+	// after it was stored (facade.PublishOptions.TTLSeconds).
+	HeaderTTLSeconds = "Eventhub-Ttl-Seconds"
 )
 
 // publishResponse is the 200 body of POST /publish/{topic}.
@@ -167,6 +174,20 @@ func publishOptions(h http.Header) (facade.PublishOptions, error) {
 			return o, wire.Errorf(wire.CodeBadRequest, "%s: want an integer, not %q", HeaderPartition, v)
 		}
 		o.Partition = &p
+	}
+	if v := h.Get(HeaderExpectedLastSeq); v != "" {
+		seq, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return o, wire.Errorf(wire.CodeBadRequest, "%s: want a stream position (0 or more), not %q", HeaderExpectedLastSeq, v)
+		}
+		o.ExpectedLastSeq = &seq
+	}
+	if v := h.Get(HeaderTTLSeconds); v != "" {
+		ttl, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || ttl < 1 {
+			return o, wire.Errorf(wire.CodeBadRequest, "%s: want whole seconds, 1 or more, not %q", HeaderTTLSeconds, v)
+		}
+		o.TTLSeconds = ttl
 	}
 	for name, vs := range h {
 		if len(name) <= len(HeaderHeaderPrefix) || !strings.EqualFold(name[:len(HeaderHeaderPrefix)], HeaderHeaderPrefix) {

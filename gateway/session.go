@@ -225,6 +225,9 @@ func (s *session) handle(data []byte) {
 		err = s.cursor(&f)
 	case wire.OpSeek:
 		err = s.seek(&f)
+	case wire.OpDelete:
+		fallback = wire.CodePublishFailed
+		err = s.deleteKey(&f)
 	}
 	if err != nil {
 		s.replyErr(f.Corr, err, fallback)

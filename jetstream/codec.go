@@ -168,6 +168,10 @@ func fromMsg(subject string, h nats.Header, data []byte, seq uint64, stored time
 		if v := h.Get(HeaderCausedBy); v != "" {
 			_ = json.Unmarshal([]byte(v), &e.CausedBy)
 		}
+		if isTombstone(h) {
+			e.Deleted = true
+			data = nil // a tombstone's payload is null
+		}
 	}
 	if e.ID == "" {
 		e.ID = synthID(stored, seq)

@@ -298,6 +298,9 @@ func (c Config) streamConfig(topic string, tc TopicConfig) jetstream.StreamConfi
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
 		AllowDirect: true,
+		// Per-message TTLs (PublishOptions.TTLSeconds); without a TTL
+		// header a message is unaffected.
+		AllowMsgTTL: true,
 		Description: "eventhub topic " + topic,
 	}
 	if tc.Stream != "" {

@@ -49,12 +49,15 @@ const (
 	apiStorageResources  = 10047 // insufficient storage resources available
 	apiMessageTooLarge   = 10054 // message size exceeds maximum allowed
 	apiStreamStoreFailed = 10077 // {err}: "maximum messages exceeded", …
+	apiMsgTTLInvalid     = 10165 // invalid per-message TTL
+	apiMsgTTLDisabled    = 10166 // per-message TTL is disabled
 )
 
 // translateAPI maps the JetStream API errors that retrying cannot fix to
 // terminal codes, so that clients stop retrying: limits to
-// ErrLimitExceeded, storage to ErrStorageFull, size to ErrTooLarge. nil
-// for any other error.
+// ErrLimitExceeded, storage to ErrStorageFull, size to ErrTooLarge, a
+// failed compare-and-set (expected last subject sequence) to
+// ErrWrongLastSeq. nil for any other error.
 func translateAPI(err error) error {
 	var code jetstream.ErrorCode
 	var desc string
@@ -66,6 +69,10 @@ func translateAPI(err error) error {
 		return nil
 	}
 	switch code {
+	case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+		return fmt.Errorf("%w: %s", facade.ErrWrongLastSeq, desc)
+	case apiMsgTTLInvalid, apiMsgTTLDisabled:
+		return fmt.Errorf("%w: ttl_seconds: %s (the topic's stream must allow per-message TTLs)", facade.ErrInvalidOption, desc)
 	case apiMaxConsumers, apiMaxStreams, apiAccountResources:
 		return fmt.Errorf("%w: %s", facade.ErrLimitExceeded, desc)
 	case apiStorageResources, apiMemoryResources, apiInsufficient:

@@ -101,6 +101,9 @@ func (b *Bus) latestEach(ctx context.Context, ti *topicInfo, subjects map[string
 			return fmt.Errorf("latest of %s key %q: %w", ti.topic, k, translate(err))
 		}
 		e := fromMsg(raw.Subject, raw.Header, raw.Data, raw.Sequence, raw.Time)
+		if e.Deleted {
+			continue // a tombstone: the key has no value
+		}
 		e.Key = k
 		out[k] = e
 	}
@@ -117,6 +120,9 @@ func (b *Bus) latestMulti(ctx context.Context, ti *topicInfo, subjects map[strin
 			return nil
 		}
 		err := b.multiLast(ctx, ti, chunk, 0, func(e *facade.EventRecord, subj string) error {
+			if e.Deleted {
+				return nil // a tombstone: the key has no value
+			}
 			k := subjects[subj]
 			e.Key = k
 			out[k] = e
@@ -183,6 +189,13 @@ func (b *Bus) snapshotSeq(ctx context.Context, ti *topicInfo) (uint64, error) {
 func (b *Bus) latestUpTo(ctx context.Context, ti *topicInfo, n uint64, fn func(*facade.EventRecord) error) error {
 	if n == 0 || !ti.keyed {
 		return nil
+	}
+	all := fn
+	fn = func(e *facade.EventRecord) error {
+		if e.Deleted {
+			return nil // a tombstone: the key has no value
+		}
+		return all(e)
 	}
 	if ti.stream.CachedInfo().Config.AllowDirect {
 		err := b.multiLast(ctx, ti, []string{keyedWildcard(ti.topic)}, n, func(e *facade.EventRecord, _ string) error {

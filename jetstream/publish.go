@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -210,6 +211,12 @@ func (b *Bus) prepare(ctx context.Context, topic string, payload json.RawMessage
 	msg, err := toMsg(subjectFor(topic, e.Key), e, opts.ID != "" || mayRetry && replicated(ti))
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if opts.ExpectedLastSeq != nil {
+		msg.Header[jetstream.ExpectedLastSubjSeqHeader] = []string{strconv.FormatUint(*opts.ExpectedLastSeq, 10)}
+	}
+	if opts.TTLSeconds > 0 {
+		msg.Header[jetstream.MsgTTLHeader] = []string{strconv.FormatInt(opts.TTLSeconds, 10)}
 	}
 	return e, msg, ti, nil
 }

@@ -339,6 +339,54 @@ func deadLetters(t *testing.T, e *env, topic string, n int) []*facade.EventRecor
 	return evs
 }
 
+// TestAdminDeleteKey: DELETE /admin/keys stores a tombstone for the key,
+// after which /latest-by-key answers 404 for it and not for the others;
+// purge=true removes its earlier events, expectedLastSeq makes it a
+// compare-and-delete (409 wrong_last_seq), bad arguments get 400.
+func TestAdminDeleteKey(t *testing.T) {
+	e := newEnv(t, jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "adm.kc", Compaction: true}}}, ops.Config{})
+	for _, topic := range []string{"adm.kc", "adm.kh"} { // compacted, full history
+		publish(t, e.bus, topic, `{"v":1}`, "k1")
+		last := publish(t, e.bus, topic, `{"v":2}`, "k1")
+		publish(t, e.bus, topic, `{"v":1}`, "k2")
+		if s := e.call(t, "DELETE", fmt.Sprintf("/admin/keys?topic=%s&key=k1&expectedLastSeq=%d", topic, last.Seq-1), nil); s != http.StatusConflict {
+			t.Fatalf("%s: compare-and-delete at a stale position: %d, want 409", topic, s)
+		}
+		var del struct {
+			ID     string
+			Seq    uint64
+			Purged bool
+		}
+		e.mustCall(t, "DELETE", fmt.Sprintf("/admin/keys?topic=%s&key=k1&purge=true&expectedLastSeq=%d", topic, last.Seq), &del)
+		if del.ID == "" || del.Seq != last.Seq+2 || !del.Purged {
+			t.Fatalf("%s: delete answered %+v", topic, del)
+		}
+		if s := e.call(t, "GET", "/latest-by-key?topic="+topic+"&key=k1", nil); s != http.StatusNotFound {
+			t.Errorf("%s: latest-by-key of a deleted key: %d, want 404", topic, s)
+		}
+		if s := e.call(t, "GET", "/latest-by-key?topic="+topic+"&key=k2", nil); s != http.StatusOK {
+			t.Errorf("%s: latest-by-key of another key: %d, want 200", topic, s)
+		}
+		st, err := e.bus.StreamState(t.Context(), topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Messages != 2 {
+			t.Errorf("%s: after delete with purge the stream holds %d messages, want k2 and the tombstone", topic, st.Messages)
+		}
+	}
+	for path, want := range map[string]int{
+		"/admin/keys?topic=adm.kh":                          http.StatusBadRequest,
+		"/admin/keys?topic=adm.kh&key=k2&purge=maybe":       http.StatusBadRequest,
+		"/admin/keys?topic=adm.kh&key=k2&expectedLastSeq=x": http.StatusBadRequest,
+		"/admin/keys?topic=adm.none&key=k2":                 http.StatusNotFound,
+	} {
+		if s := e.call(t, "DELETE", path, nil); s != want {
+			t.Errorf("DELETE %s: %d, want %d", path, s, want)
+		}
+	}
+}
+
 func TestAdminDeadLetters(t *testing.T) {
 	e := newEnv(t, jetstream.Config{}, ops.Config{})
 	evs := deadLetters(t, e, "adm.d", 5)
@@ -657,7 +705,7 @@ func TestAdminRefused(t *testing.T) {
 		{"POST", "/admin/topics/purge?topic=t"}, {"DELETE", "/admin/topics?topic=t"}, {"GET", "/admin/deadletters?topic=t"},
 		{"POST", "/admin/deadletters/redrive?topic=t&all=true"}, {"POST", "/admin/deadletters/discard?topic=t&all=true"},
 		{"GET", "/admin/events?topic=t&seq=1"}, {"GET", "/admin/events/browse?topic=t"}, {"GET", "/admin/sessions"},
-		{"POST", "/admin/sessions/disconnect?id=1"},
+		{"POST", "/admin/sessions/disconnect?id=1"}, {"DELETE", "/admin/keys?topic=t&key=k"},
 	}
 	forbidden := newEnv(t, jetstream.Config{}, ops.Config{AuthorizeAdmin: func(*http.Request) (string, error) {
 		return "reader", fmt.Errorf("%w: no admin scope", ops.ErrForbidden)

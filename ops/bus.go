@@ -32,6 +32,8 @@ type Bus interface {
 	DeclareTopicSettings(ctx context.Context, s inspect.TopicSettings) (stream string, created bool, err error)
 	DeleteTopic(ctx context.Context, topic string) error
 	Purge(ctx context.Context, topic, key string, upTo uint64) (uint64, error)
+	// DeleteKey stores a tombstone for key (facade.KeyDeleter).
+	DeleteKey(ctx context.Context, topic, key string, opts facade.DeleteOptions) (*facade.EventRecord, error)
 
 	// Stored events and positions.
 	Event(ctx context.Context, topic string, seq uint64) (*inspect.StoredEvent, error)

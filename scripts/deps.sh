@@ -8,4 +8,5 @@ cd "$(dirname "$0")"
 ./chromium.sh   # Chromium: the web tests drive the dashboard in a real browser
 ./docker.sh   # a static busybox for the compose tests' stand-in images, where a Docker engine runs
 ./node.sh       # node: the gateway's test runs the reference TypeScript clients (committed, built),
-                # the hub's test a nats.js program (nats.js committed under hub/testdata/natsjs)
+                # the hub's test a nats.js program (nats.js committed under hub/testdata/natsjs);
+                # npm: web's test builds the browser client's package (npm pack, offline)

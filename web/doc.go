@@ -21,6 +21,7 @@
 //	mux := http.NewServeMux()
 //	mux.Handle("GET /ws", gw.Handler())
 //	mux.Handle("POST /publish/{topic}", gw.Handler())
+//	mux.Handle("DELETE /publish/{topic}", gw.Handler()) // deleting keys
 //	mux.Handle("/ops/", http.StripPrefix("/ops", opsHandler))
 //	mux.Handle("/", site) // the dashboard; WebSocket upgrades of "/" go to Config.WebSocket
 //

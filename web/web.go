@@ -117,6 +117,10 @@ var contentTypes = map[string]string{
 	".svg":  "image/svg+xml",
 }
 
+// packageOnly are the files of web/static that make it the client's npm
+// package (npm pack web/static) and are not part of the site.
+var packageOnly = map[string]bool{"package.json": true, "README.md": true}
+
 // New builds the site for cfg, or returns the error of [Config.Validate].
 func New(cfg Config) (*Site, error) {
 	if err := cfg.Validate(); err != nil {
@@ -133,7 +137,7 @@ func New(cfg Config) (*Site, error) {
 		"; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 	err := fs.WalkDir(staticFS, "static", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		if err != nil || d.IsDir() || packageOnly[path.Base(p)] {
 			return err
 		}
 		body, err := staticFS.ReadFile(p)

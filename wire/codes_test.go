@@ -24,7 +24,7 @@ func TestCodeTable(t *testing.T) {
 	}
 	// Every facade sentinel's code is in the table.
 	for _, e := range []*facade.Error{facade.ErrBadTopic, facade.ErrBadGroup, facade.ErrBadPayload, facade.ErrBadKey,
-		facade.ErrBadID, facade.ErrInvalidOption, facade.ErrKeyRequired, facade.ErrUnknownID, facade.ErrNotFound,
+		facade.ErrBadID, facade.ErrInvalidOption, facade.ErrKeyRequired, facade.ErrWrongLastSeq, facade.ErrUnknownID, facade.ErrNotFound,
 		ErrNotSubscribed, facade.ErrTooLarge, facade.ErrUnavailable, facade.ErrClosed} {
 		if !seen[e.Code] {
 			t.Errorf("facade code %s missing from the table", e.Code)

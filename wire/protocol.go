@@ -11,6 +11,13 @@ import (
 	"github.com/eventhub/eventhub/internal/eventjson"
 )
 
+// ProtocolVersion is the version of the protocol this package speaks,
+// "major.minor": the minor grows when ops or fields are added (a client that
+// does not know them keeps working), the major when a change is not
+// compatible. The reference browser client's package (web/static/package.json)
+// carries it as its major.minor version.
+const ProtocolVersion = "1.0"
+
 // Ops of the protocol.
 const (
 	OpAuth        = "AUTH"
@@ -25,6 +32,7 @@ const (
 	OpModAck      = "MODACK"
 	OpCursor      = "CURSOR"
 	OpSeek        = "SEEK"
+	OpDelete      = "DELETE"
 )
 
 // OpInfo describes one op.
@@ -50,6 +58,7 @@ var ops = []OpInfo{
 	{OpModAck, true, false},
 	{OpCursor, true, true},
 	{OpSeek, true, true},
+	{OpDelete, true, true},
 }
 
 // Ops returns a copy of the op table. It is safe for concurrent use.
@@ -77,6 +86,8 @@ type Frame struct {
 	// SUBSCRIBE, UNSUBSCRIBE, PUBLISH, EVENT, ACK, NACK, MODACK, CURSOR, SEEK
 	Topic string `json:"topic,omitempty"`
 	Group string `json:"group,omitempty"`
+	// DELETE (extension): the key to delete.
+	Key string `json:"key,omitempty"`
 	// ACK, NACK, MODACK; OK of PUBLISH (the new event's id)
 	ID string `json:"id,omitempty"`
 	// OK of PUBLISH (extension): the event's stream position and time.
@@ -97,7 +108,8 @@ type Frame struct {
 	ExtendMs int64 `json:"extend_ms,omitempty"`
 	// PUBLISH
 	Payload json.RawMessage `json:"payload,omitempty"`
-	// SUBSCRIBE (facade.SubscribeOptions), PUBLISH (facade.PublishOptions)
+	// SUBSCRIBE (facade.SubscribeOptions), PUBLISH (facade.PublishOptions),
+	// DELETE (facade.DeleteOptions)
 	Opts json.RawMessage `json:"opts,omitempty"`
 	// SEEK; OK of CURSOR
 	Cursor *facade.CursorPosition `json:"cursor,omitempty"`

@@ -50,6 +50,7 @@ func TestAppendEventMatchesJSON(t *testing.T) {
 		{"invalid utf8 in strings", &facade.EventRecord{ID: "a\xffb\xc0", Topic: "t", Tags: []string{"\xe2\x80"}, Payload: json.RawMessage(`"ok"`)}},
 		{"unicode", &facade.EventRecord{ID: "日本", Topic: "t", Payload: json.RawMessage(`"日本 ü 🎉"`)}},
 		{"nil payload", &facade.EventRecord{ID: "i", Topic: "t"}},
+		{"tombstone", &facade.EventRecord{ID: "i", Topic: "t", Key: "k", Payload: json.RawMessage(`null`), Seq: 9, Deleted: true}},
 		{"empty collections", &facade.EventRecord{ID: "i", Topic: "t", Headers: map[string]string{}, Tags: []string{}, Payload: json.RawMessage(`0`)}},
 		{"many headers", &facade.EventRecord{ID: "i", Topic: "t", Payload: json.RawMessage(`0`), Headers: map[string]string{
 			"k9": "9", "k1": "1", "k8": "8", "k2": "2", "k7": "7", "k3": "3", "k6": "6", "k4": "4", "k5": "5", "k10": "10",
@@ -198,7 +199,9 @@ func FuzzDecode(f *testing.F) {
 		`{"op":"ACK","topic":"a","group":"g","id":"x","attempt":2}`,
 		`{"op":"MODACK","topic":"a","group":"g","id":"x","extend_ms":3000}`,
 		`{"op":"SEEK","topic":"a","group":"g","cursor":{"lastSeq":3}}`,
+		`{"op":"DELETE","topic":"a","key":"k","opts":{"purge":true,"expected_last_seq":3}}`,
 		`{"op":"EVENT","topic":"a","group":"g","event":{"id":"i","ts":1,"topic":"a","payload":null},"ctx":{"attempt":1,"ack_deadline_ms":5}}`,
+		`{"op":"EVENT","topic":"a","group":"g","event":{"id":"i","ts":1,"topic":"a","key":"k","payload":null,"seq":2,"deleted":true},"ctx":{"attempt":1,"ack_deadline_ms":5}}`,
 		`{"op":"ERR","code":"bad_json","msg":"x"}`,
 		`{"op":"AUTH"`, `[]`, `null`, `{"op":7}`, `{"OP":"AUTH","Token":"x"}`, `{"op":"AUTH","token":"\ud800"}`,
 	} {

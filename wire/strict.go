@@ -42,6 +42,7 @@ var (
 		"retry": schemaOf(reflect.TypeFor[facade.RetryPolicy](), nil),
 	})
 	publishSchema = schemaOf(reflect.TypeFor[facade.PublishOptions](), nil)
+	deleteSchema  = schemaOf(reflect.TypeFor[facade.DeleteOptions](), nil)
 	liveSchema    = schemaOf(reflect.TypeFor[LiveOptions](), map[string]*schema{
 		"since": schemaOf(reflect.TypeFor[LivePosition](), nil),
 	})
@@ -95,7 +96,7 @@ func strictKeys(data []byte, s *schema, where string) error {
 }
 
 // decodeOpts decodes the opts of a frame exactly into v (a
-// *facade.SubscribeOptions or *facade.PublishOptions).
+// *facade.SubscribeOptions, *facade.PublishOptions or *facade.DeleteOptions).
 func DecodeOpts(raw json.RawMessage, v any) error {
 	if len(raw) == 0 {
 		return nil
@@ -104,6 +105,8 @@ func DecodeOpts(raw json.RawMessage, v any) error {
 	switch v.(type) {
 	case *facade.PublishOptions:
 		s = publishSchema
+	case *facade.DeleteOptions:
+		s = deleteSchema
 	case *LiveOptions:
 		s = liveSchema
 	}

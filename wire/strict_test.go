@@ -21,6 +21,7 @@ func TestDecodeIsExact(t *testing.T) {
 		{"duplicate through an escape", `{"op":"ACK","topic":"a","group":"g","id":"x","to\u0070ic":"b"}`},
 		{"kelvin sign folds to k", `{"op":"PUBLISH","topic":"a","payload":1,"opts":{"\u212aey":"x"}}`},
 		{"nested cursor case", `{"op":"SEEK","topic":"a","group":"g","cursor":{"LastSeq":3}}`},
+		{"delete key case", `{"op":"DELETE","topic":"a","key":"k","Key":"j"}`},
 	} {
 		var f Frame
 		err := Decode([]byte(tc.frame), &f)
@@ -170,4 +171,20 @@ func inexactKeys(data []byte, names []string) string {
 		}
 	}
 	return ""
+}
+
+// TestDecodeDeleteOpts: the opts of DELETE decode exactly into
+// facade.DeleteOptions: a field of the wrong type or an inexact name is
+// bad_frame.
+func TestDecodeDeleteOpts(t *testing.T) {
+	var o facade.DeleteOptions
+	if err := DecodeOpts([]byte(`{"purge":true,"expected_last_seq":0}`), &o); err != nil || !o.Purge || o.ExpectedLastSeq == nil || *o.ExpectedLastSeq != 0 {
+		t.Fatalf("decoded %+v, %v", o, err)
+	}
+	for _, bad := range []string{`{"purge":"yes"}`, `{"Purge":true}`, `{"expected_last_seq":-1}`, `{"purge":true,"purge":false}`} {
+		var o facade.DeleteOptions
+		if err := DecodeOpts([]byte(bad), &o); !errors.Is(err, &facade.Error{Code: CodeBadFrame}) {
+			t.Errorf("%s: %v, want bad_frame", bad, err)
+		}
+	}
 }

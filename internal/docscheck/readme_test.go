@@ -64,10 +64,19 @@ func TestREADMEGoExamplesCompile(t *testing.T) {
 	}
 	src.WriteString(")\n\nfunc main() {}\n\n")
 	src.WriteString(body.String())
+	if out, err := buildExample(t, root, src.String()); err != nil {
+		t.Fatalf("the README's Go examples do not compile:\n%s\n%s", out, numbered(src.String()))
+	}
+}
 
+// buildExample builds src, a main package, inside the module (so that its
+// imports resolve) without writing into the source tree; it returns the
+// compiler's output.
+func buildExample(t *testing.T, root, src string) ([]byte, error) {
+	t.Helper()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "main.go")
-	if err := os.WriteFile(file, []byte(src.String()), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// The example is built as a package inside the module (so that its
@@ -80,8 +89,48 @@ func TestREADMEGoExamplesCompile(t *testing.T) {
 	}
 	cmd := exec.Command("go", "build", "-overlay", ovFile, "-o", os.DevNull, "./internal/docscheck/readmeexample")
 	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("the README's Go examples do not compile:\n%s\n%s", out, numbered(src.String()))
+	return cmd.CombinedOutput()
+}
+
+// TestKeysCompareAndSetExampleCompiles: the compare-and-set example of
+// docs/keys.md builds, with the variables its prose gives it (bus a
+// *jetstream.Bus, key, next).
+func TestKeysCompareAndSetExampleCompiles(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "keys.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "### Compare-and-set\n")
+	if !ok {
+		t.Fatal("docs/keys.md has no Compare-and-set section")
+	}
+	section, _, _ = strings.Cut(section, "\n### ")
+	block := goBlock.FindStringSubmatch(section)
+	if block == nil {
+		t.Fatal("the Compare-and-set section of docs/keys.md has no Go example")
+	}
+	src := `package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/jetstream"
+)
+
+func main() {}
+
+func example(ctx context.Context, bus *jetstream.Bus, key string, next json.RawMessage) error {
+` + block[1] + `}
+`
+	if out, err := buildExample(t, root, src); err != nil {
+		t.Fatalf("the compare-and-set example of docs/keys.md does not compile:\n%s\n%s", out, numbered(src))
 	}
 }
 

@@ -57,6 +57,9 @@ func Append(dst []byte, e *facade.EventRecord) []byte {
 		dst = append(dst, `,"seq":`...)
 		dst = strconv.AppendUint(dst, e.Seq, 10)
 	}
+	if e.Deleted {
+		dst = append(dst, `,"deleted":true`...)
+	}
 	return append(dst, '}')
 }
 

@@ -18,6 +18,7 @@ func TestAppendEvent(t *testing.T) {
 			Payload: json.RawMessage(`{"a":[1,2,{"b":"c"}]}`), CausedBy: []string{"p", "q"}, Tags: []string{"#t"}, Seq: 42},
 		{ID: "q\"uote\\", TS: -5, Topic: "t", Key: "bad\xffutf8\x01\n", Payload: json.RawMessage(`"s"`), Tags: []string{}},
 		{ID: "e", TS: 0, Topic: "t", Headers: map[string]string{}, Payload: nil, CausedBy: nil},
+		{ID: "d", TS: 2, Topic: "t", Key: "k", Payload: json.RawMessage(`null`), Seq: 7, Deleted: true},
 	}
 	for _, e := range tests {
 		want, err := json.Marshal(&e)

@@ -1,5 +1,5 @@
 // Typings of client.js, the eventhub browser client. The frame and field names
-// are those of docs/protocol.md (the seeds' names: caused_by, ack_deadline_ms,
+// are those of docs/protocol.md (the protocol's names: caused_by, ack_deadline_ms,
 // extend_ms, ...).
 
 /** An event as stored and delivered (the `event` of an EVENT frame). */
@@ -22,6 +22,8 @@ export interface EventRecord<T = unknown> {
   tags?: string[];
   /** Stream position (extension). */
   seq?: number;
+  /** A key's tombstone (EventHubClient.deleteKey): the key has no value from here on; payload is null. */
+  deleted?: boolean;
 }
 
 /** `ctx` of an EVENT frame, plus helpers of the client. */
@@ -90,6 +92,21 @@ export interface PublishOptions {
   tags?: string[];
   caused_by?: string[];
   sid?: string;
+  /**
+   * Compare-and-set of the key: stored only if the key's newest event is still at
+   * this seq (0: the key has none yet); else rejects with "wrong_last_seq". Needs key.
+   */
+  expected_last_seq?: number;
+  /** Time to live in whole seconds (at least 1): the event is removed from the store when it is up. */
+  ttl_seconds?: number;
+}
+
+/** `opts` of DELETE. */
+export interface DeleteOptions {
+  /** Also remove the key's earlier events, leaving only the tombstone. */
+  purge?: boolean;
+  /** Compare-and-delete: only if the key's newest event is still at this seq; else "wrong_last_seq". */
+  expected_last_seq?: number;
 }
 
 /** What the OK of PUBLISH carries. */
@@ -169,6 +186,9 @@ export interface ClientOptions {
   WebSocket?: typeof WebSocket;
 }
 
+/** Version of the protocol (docs/protocol.md) this client speaks, "major.minor"; the package's major.minor version. */
+export declare const PROTOCOL_VERSION: string;
+
 export type ClientState = "idle" | "connecting" | "open" | "reconnecting" | "closed";
 
 export declare const State: Readonly<{
@@ -183,7 +203,7 @@ export declare const State: Readonly<{
 export type ErrorCode =
   | "bad_json" | "bad_frame" | "unknown_op" | "frame_too_large" | "unauthorized" | "bad_token"
   | "token_expired" | "auth_timeout" | "forbidden" | "bad_request" | "bad_topic" | "bad_group"
-  | "bad_payload" | "bad_key" | "bad_id" | "key_required" | "too_large" | "already_subscribed"
+  | "bad_payload" | "bad_key" | "bad_id" | "key_required" | "wrong_last_seq" | "too_large" | "already_subscribed"
   | "not_subscribed" | "unknown_id" | "not_found" | "unsupported" | "publish_failed"
   | "unavailable" | "closed" | "internal" | "server_error" | "slow_client" | "idle_timeout"
   | "going_away"
@@ -277,6 +297,8 @@ export declare class EventHubClient extends EventTarget {
   ack(topic: string, group: string, id: string): Promise<void>;
   nack(topic: string, group: string, id: string, reason?: string | Error): Promise<void>;
   modAck(topic: string, group: string, id: string, extend_ms: number): Promise<void>;
+  /** DELETE extension: stores a tombstone for key; resolves with its {id, seq, ts}; needs the right to publish to topic. */
+  deleteKey(topic: string, key: string, opts?: DeleteOptions): Promise<PublishResult>;
   /** CURSOR extension. */
   cursor(topic: string, group: string): Promise<CursorPosition>;
   /** SEEK extension; {} rewinds to the beginning. */
@@ -290,11 +312,11 @@ export declare class EventHubClient extends EventTarget {
   removeEventListener(type: string, listener: EventListenerOrEventListenerObject | null, options?: boolean | EventListenerOptions): void;
 }
 
-/** The seeds' name of the client. */
+/** The reference TypeScript clients' name of the client. */
 export { EventHubClient as PromClient };
 export default EventHubClient;
 
-/** The payload of process.state (seeds part 2, section 4). */
+/** The payload of process.state. */
 export interface ProcessState {
   /** `${host}:${name}:${pid}` */
   processId: string;

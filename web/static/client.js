@@ -8,7 +8,7 @@
 //   await hub.subscribe("process.state", "dash", (event, ctx) => { ... }, { from: "earliest" });
 //   const live = await hub.live("process.state", (event, info) => { ... }, { snapshot: true });
 //
-// Requests (AUTH, SUBSCRIBE, UNSUBSCRIBE, PUBLISH, CURSOR, SEEK, and ACK /
+// Requests (AUTH, SUBSCRIBE, UNSUBSCRIBE, PUBLISH, DELETE, CURSOR, SEEK, and ACK /
 // NACK / MODACK of manual acknowledgement) carry a `corr` and their promise
 // settles on the OK or ERR echoing it, or rejects after `requestTimeoutMs`
 // (code "timeout"), or when the connection drops (code "unavailable").
@@ -40,6 +40,9 @@ export class EventHubError extends Error {
     if (extra.frame !== undefined) this.frame = extra.frame;
   }
 }
+
+/** Version of the protocol (docs/protocol.md) this client speaks, "major.minor". */
+export const PROTOCOL_VERSION = "1.0";
 
 /** Connection states of [EventHubClient]. */
 export const State = Object.freeze({
@@ -498,6 +501,19 @@ export class EventHubClient extends EventTarget {
   }
 
   /**
+   * Deletes key of topic (DELETE extension): the gateway stores a tombstone
+   * (an event with deleted: true and a null payload), after which the key has
+   * no value. opts: {purge, expected_last_seq}. Resolves with the tombstone's
+   * {id, seq, ts}; rejects with the ERR's code (e.g. "wrong_last_seq").
+   */
+  async deleteKey(topic, key, opts) {
+    const frame = { op: "DELETE", topic, key };
+    if (opts && Object.keys(opts).length > 0) frame.opts = opts;
+    const ok = await this._call(frame);
+    return { id: ok.id, seq: ok.seq ?? 0, ts: ok.ts ?? 0 };
+  }
+
+  /**
    * Closes the connection and stops reconnecting. Pending requests and
    * callers waiting for a connection reject with "closed"; every
    * subscription is dropped. Idempotent.
@@ -940,7 +956,7 @@ export class EventHubClient extends EventTarget {
   }
 }
 
-/** The seeds' name of the client. */
+/** The reference TypeScript clients' name of the client. */
 export { EventHubClient as PromClient };
 
 export default EventHubClient;

@@ -1,0 +1,232 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/jetstream"
+	"github.com/eventhub/eventhub/wire"
+)
+
+// TestHTTPCompareAndSet: Eventhub-Expected-Last-Seq makes an HTTP publish
+// a compare-and-set of its key: 409 wrong_last_seq once the key moved, 400
+// for a value that is not a position or without a key.
+func TestHTTPCompareAndSet(t *testing.T) {
+	bus := newBus(t)
+	g := newGateway(t, bus, Config{Token: "tok"})
+	url := g.http + "/publish/kv.cas"
+	h := func(key, expected string) map[string]string {
+		return map[string]string{"Authorization": "Bearer tok", HeaderKey: key, HeaderExpectedLastSeq: expected}
+	}
+	r := post(t, url, `{"v":1}`, h("k", "0"))
+	if r.status != 200 {
+		t.Fatalf("create: %d %v", r.status, r.body)
+	}
+	seq := strconv.FormatFloat(r.body["seq"].(float64), 'f', -1, 64)
+	if r := post(t, url, `{"v":"lost"}`, h("k", "0")); r.status != 409 || errCodeOf(r) != "wrong_last_seq" {
+		t.Fatalf("create of an existing key: %d %v, want 409 wrong_last_seq", r.status, r.body)
+	}
+	if r := post(t, url, `{"v":2}`, h("k", seq)); r.status != 200 {
+		t.Fatalf("update at the read position: %d %v", r.status, r.body)
+	}
+	if r := post(t, url, `{"v":"lost"}`, h("k", seq)); r.status != 409 || errCodeOf(r) != "wrong_last_seq" {
+		t.Fatalf("update at a stale position: %d %v, want 409 wrong_last_seq", r.status, r.body)
+	}
+	for _, bad := range []struct{ key, expected string }{{"k", "-1"}, {"k", "x"}, {"", "0"}} {
+		if r := post(t, url, `{}`, h(bad.key, bad.expected)); r.status != 400 || errCodeOf(r) != "bad_request" {
+			t.Errorf("key %q expected %q: %d %v, want 400 bad_request", bad.key, bad.expected, r.status, r.body)
+		}
+	}
+}
+
+func deleteReq(t *testing.T, url string, h map[string]string) httpResult {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodDelete, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	r := httpResult{status: resp.StatusCode, header: resp.Header}
+	_ = json.Unmarshal(b, &r.body)
+	return r
+}
+
+// TestDeleteKeyNeedsPublishRight: deleting a key over WebSocket (DELETE)
+// or HTTP (DELETE /publish/{topic}) is a write to the key's topic: a
+// principal that may only subscribe to it is refused (forbidden, 403) and
+// nothing is stored; one that may publish deletes it.
+func TestDeleteKeyNeedsPublishRight(t *testing.T) {
+	bus := newBus(t)
+	auth := AuthenticatorFunc(func(_ context.Context, token string) (Principal, error) {
+		switch token {
+		case "reader":
+			return testPrincipal{sub: []string{""}}, nil
+		case "writer":
+			return testPrincipal{pub: []string{"kv."}, sub: []string{""}}, nil
+		}
+		return nil, errors.New("unknown token")
+	})
+	g := newGateway(t, bus, Config{Authenticator: auth})
+	rec, err := bus.Publish(t.Context(), "kv.acl", json.RawMessage(`{"v":1}`), facade.PublishOptions{Key: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest := func() uint64 {
+		t.Helper()
+		got, err := bus.LatestByKey(t.Context(), "kv.acl", []string{"k"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := got["k"]; e != nil {
+			return e.Seq
+		}
+		return 0
+	}
+
+	reader := dialAuth(t, g.url, "reader")
+	reader.errCode(wire.Frame{Op: wire.OpDelete, Topic: "kv.acl", Key: "k"}, wire.CodeForbidden)
+	url := g.http + "/publish/kv.acl"
+	if r := deleteReq(t, url, map[string]string{"Authorization": "Bearer reader", HeaderKey: "k"}); r.status != 403 || errCodeOf(r) != "forbidden" {
+		t.Fatalf("HTTP delete without the publish right: %d %v, want 403 forbidden", r.status, r.body)
+	}
+	if got := latest(); got != rec.Seq {
+		t.Fatalf("a refused delete moved the key to seq %d", got)
+	}
+
+	writer := dialAuth(t, g.url, "writer")
+	ok := writer.ok(wire.Frame{Op: wire.OpDelete, Topic: "kv.acl", Key: "k"})
+	if ok.ID == "" || ok.Seq <= rec.Seq {
+		t.Fatalf("OK of DELETE %+v", ok)
+	}
+	if got := latest(); got != 0 {
+		t.Fatalf("after DELETE the key still has its event at seq %d", got)
+	}
+	writer.errCode(wire.Frame{Op: wire.OpDelete, Topic: "kv.acl"}, wire.CodeBadKey)
+	writer.errCode(wire.Frame{Op: wire.OpDelete, Topic: "kv.acl", Key: "k", Opts: json.RawMessage(`{"purge":"yes"}`)}, wire.CodeBadFrame)
+}
+
+// TestHTTPDeleteKey: DELETE /publish/{topic} with Eventhub-Key stores a
+// tombstone (answered with its id, seq and ts), Eventhub-Purge removes the
+// key's history, Eventhub-Expected-Last-Seq makes it a compare-and-delete,
+// and bad headers get 400.
+func TestHTTPDeleteKey(t *testing.T) {
+	bus := newBus(t)
+	g := newGateway(t, bus, Config{Token: "tok"})
+	url := g.http + "/publish/kv.http"
+	h := func(kv ...string) map[string]string {
+		m := map[string]string{"Authorization": "Bearer tok"}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	for _, v := range []string{`{"v":1}`, `{"v":2}`} {
+		if r := post(t, url, v, h(HeaderKey, "k")); r.status != 200 {
+			t.Fatalf("publish: %d %v", r.status, r.body)
+		}
+	}
+	if r := deleteReq(t, url, h(HeaderKey, "k", HeaderExpectedLastSeq, "1")); r.status != 409 || errCodeOf(r) != "wrong_last_seq" {
+		t.Fatalf("compare-and-delete at a stale position: %d %v, want 409 wrong_last_seq", r.status, r.body)
+	}
+	r := deleteReq(t, url, h(HeaderKey, "k", HeaderExpectedLastSeq, "2", HeaderPurge, "true"))
+	if r.status != 200 || r.body["seq"] != float64(3) || r.body["id"] == "" {
+		t.Fatalf("delete: %d %v", r.status, r.body)
+	}
+	st, err := bus.StreamState(t.Context(), "kv.http")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Messages != 1 {
+		t.Fatalf("after a delete with purge the stream holds %d messages, want the tombstone only", st.Messages)
+	}
+	for _, bad := range []struct {
+		h    map[string]string
+		code string
+	}{
+		{h(), "bad_key"},
+		{h(HeaderKey, "k", HeaderPurge, "maybe"), "bad_request"},
+		{h(HeaderKey, "k", HeaderExpectedLastSeq, "-1"), "bad_request"},
+	} {
+		if r := deleteReq(t, url, bad.h); r.status != 400 || errCodeOf(r) != bad.code {
+			t.Errorf("headers %v: %d %v, want 400 %s", bad.h, r.status, r.body, bad.code)
+		}
+	}
+}
+
+// TestHTTPPublishTTL: Eventhub-Ttl-Seconds gives the event a time to live
+// in whole seconds; anything else is a 400.
+func TestHTTPPublishTTL(t *testing.T) {
+	bus := newBus(t)
+	g := newGateway(t, bus, Config{Token: "tok"})
+	url := g.http + "/publish/kv.ttl"
+	h := func(ttl string) map[string]string {
+		return map[string]string{"Authorization": "Bearer tok", HeaderKey: "k", HeaderTTLSeconds: ttl}
+	}
+	if r := post(t, url, `{}`, h("60")); r.status != 200 {
+		t.Fatalf("ttl 60: %d %v", r.status, r.body)
+	}
+	e, err := bus.Event(t.Context(), "kv.ttl", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Headers["Nats-TTL"]; len(got) != 1 || got[0] != "60" {
+		t.Fatalf("stored Nats-TTL %q, want 60", got)
+	}
+	for _, bad := range []string{"0", "-1", "1.5", "1m"} {
+		if r := post(t, url, `{}`, h(bad)); r.status != 400 || errCodeOf(r) != "bad_request" {
+			t.Errorf("ttl %q: %d %v, want 400 bad_request", bad, r.status, r.body)
+		}
+	}
+}
+
+// TestLiveSnapshotLeavesDeletedKeysOut: a live subscription with snapshot
+// on a compacted topic gets no event of a deleted key, and a key deleted
+// afterwards arrives as its tombstone (deleted, null payload), in order.
+func TestLiveSnapshotLeavesDeletedKeysOut(t *testing.T) {
+	bus := newBus(t, func(oc *jetstream.OpenConfig) {
+		oc.Bus.Topics = append(oc.Bus.Topics, jetstream.TopicConfig{Pattern: "kvsnap.state", Compaction: true})
+	})
+	g := newGateway(t, bus, Config{})
+	for _, k := range []string{"a", "b", "c"} {
+		if _, err := bus.Publish(t.Context(), "kvsnap.state", json.RawMessage(`1`), facade.PublishOptions{Key: k}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del, err := bus.DeleteKey(t.Context(), "kvsnap.state", "a", facade.DeleteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dialAuth(t, g.url, "")
+	ok := c.ok(liveFrame("kvsnap.state", `{"snapshot":true}`))
+	if ok.Seq != del.Seq {
+		t.Fatalf("snapshot at %d, want the tombstone's position %d", ok.Seq, del.Seq)
+	}
+	var keys []string
+	for _, e := range c.liveEvents(2) {
+		keys = append(keys, e.Key)
+	}
+	slices.Sort(keys)
+	if !slices.Equal(keys, []string{"b", "c"}) {
+		t.Fatalf("snapshot of keys %q, want [b c]", keys)
+	}
+	c.ok(wire.Frame{Op: wire.OpDelete, Topic: "kvsnap.state", Key: "b"})
+	e := c.liveEvents(1)[0]
+	if !e.Deleted || e.Key != "b" || string(e.Payload) != "null" {
+		t.Fatalf("live event after deleting b: %+v (%s), want its tombstone", e, e.Payload)
+	}
+}
