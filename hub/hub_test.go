@@ -183,7 +183,7 @@ func TestPublishWrongPathOrMethodIsJSON(t *testing.T) {
 			code, allow  string
 		}{
 			{"POST", "/publish/a/b", http.StatusNotFound, "not_found", ""},
-			{"GET", "/publish/x", http.StatusMethodNotAllowed, "method_not_allowed", "POST"},
+			{"GET", "/publish/x", http.StatusMethodNotAllowed, "method_not_allowed", "POST, DELETE"},
 			{"POST", "/sse/x", http.StatusMethodNotAllowed, "method_not_allowed", "GET"},
 			{"GET", "/sse/a/b", http.StatusNotFound, "not_found", ""},
 		} {
