@@ -234,6 +234,7 @@ func TestDocsCommands(t *testing.T) {
 	skipBlock("README.md", "docker compose up", "compose blocks: deploy/compose_test.go brings both files up on a Docker engine, cmd/eventhub's compose tests run them without one")
 	skipBlock("README.md", "eventhub token -sub alice", "starts the compose file, as the block above; eventhub token runs in the auth quick start")
 	skipBlock("README.md", "nats pub heartbeat.received", "needs the nats CLI")
+	skipBlock("docs/keys.md", "curl -X DELETE", "hub's TestKeyDeleteDocCommands runs it against a hub's gateway and HTTP ports")
 	skipBlock("docs/keys.md", "nats pub -J", "needs the nats CLI")
 	skipBlock("docs/keys.md", "nats stream get", "needs the nats CLI")
 	// ./scripts/test runs the suite this test is part of.
