@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -224,25 +225,33 @@ type Hub struct {
 	cancel     context.CancelFunc
 }
 
-// Start starts the hub's components and returns once they are ready.
-func Start(ctx context.Context, cfg Config) (*Hub, error) {
+// Start starts the hub's components and returns once they are ready. What
+// it started before a failure is undone, in reverse order.
+func Start(ctx context.Context, cfg Config) (_ *Hub, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults().withDerivedTopics()
 	log := cfg.Logger
+	var cleanup []func()
+	defer func() {
+		if err != nil {
+			for _, undo := range slices.Backward(cleanup) {
+				undo()
+			}
+		}
+	}()
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	cleanup = append(cleanup, cancel)
 	au, err := auth.New(bg, cfg.Auth)
 	if err != nil {
-		cancel()
 		return nil, err
 	}
+	cleanup = append(cleanup, au.Close)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m, err := metrics.New(reg, cfg.Metrics)
 	if err != nil {
-		au.Close()
-		cancel()
 		return nil, err
 	}
 	var lim *limits.Limiter
@@ -250,8 +259,6 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 		lc := cfg.Limits
 		lc.OnThrottle = m.Throttled
 		if lim, err = limits.New(lc); err != nil {
-			au.Close()
-			cancel()
 			return nil, err
 		}
 	}
@@ -269,8 +276,6 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 		if cfg.NATSCalloutSeed != "" {
 			na = auth.NewNATS(au, log.With("component", "nats-auth"), nil)
 			if callout, err = auth.NewCallout(na, cfg.NATSCalloutSeed); err != nil {
-				au.Close()
-				cancel()
 				return nil, err
 			}
 			oc.NATSOptions = append(oc.NATSOptions, nats.CustomInboxPrefix(na.HubInboxPrefix()))
@@ -288,13 +293,12 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 	}
 	bus, err := jetstream.Open(ctx, oc)
 	if err != nil {
-		au.Close()
-		cancel()
 		if errors.Is(err, jetstream.ErrPortInUse) {
 			err = fmt.Errorf("%w (%s)", err, portSettings["nats"])
 		}
 		return nil, err
 	}
+	cleanup = append(cleanup, func() { _ = bus.Shutdown(context.WithoutCancel(ctx)) })
 	var streamAPI *auth.StreamNames
 	if na != nil {
 		na.SetDirectory(busDirectory{bus})
@@ -302,26 +306,18 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 			// Scoped clients get accounts of their own (NativeScoped off):
 			// their stream lookups are answered before the first connects.
 			if streamAPI, err = na.ServeStreamNames(bus.Conn()); err != nil {
-				_ = bus.Shutdown(context.WithoutCancel(ctx))
-				au.Close()
-				cancel()
 				return nil, err
 			}
+			cleanup = append(cleanup, func() { _ = streamAPI.Close() })
 			na.SetServer(srv)
 		}
 	}
 	h := &Hub{cfg: cfg, log: log, Bus: bus, Auth: au, Registry: reg, Metrics: m, cancel: cancel, limiter: lim, streamAPI: streamAPI}
 	if err := h.startLimits(ctx); err != nil {
-		_ = bus.Shutdown(context.WithoutCancel(ctx))
-		au.Close()
-		cancel()
 		return nil, err
 	}
 	if callout != nil {
 		if err := callout.Start(bus.Conn()); err != nil {
-			_ = bus.Shutdown(context.WithoutCancel(ctx))
-			au.Close()
-			cancel()
 			return nil, err
 		}
 		h.callout = callout
@@ -331,7 +327,8 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 		reg.MustRegister(metrics.NewServerCollector(srv))
 	}
 	if err := h.startComponents(ctx, bg); err != nil {
-		_ = h.Shutdown(context.WithoutCancel(ctx))
+		// From here on Shutdown undoes everything, what started so far too.
+		cleanup = []func(){func() { _ = h.Shutdown(context.WithoutCancel(ctx)) }}
 		return nil, err
 	}
 	h.logStart()
