@@ -193,6 +193,9 @@ func scalar(v reflect.Value) string {
 	case reflect.Float32, reflect.Float64:
 		return strconv.FormatFloat(v.Float(), 'g', -1, 64)
 	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Uint8 { // a secret
+			return scalar(reflect.ValueOf(string(v.Bytes())))
+		}
 		items := make([]string, v.Len())
 		for i := range items {
 			items[i] = scalar(v.Index(i))
