@@ -11,7 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// The configuration file's YAML, written and checked by walking the File
+// The configuration file's YAML, written and checked by walking the Config
 // struct: its yaml tags name the keys, so the keys that are read, written,
 // listed in the example and refused when unknown are the same.
 

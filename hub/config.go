@@ -279,21 +279,21 @@ func decodeFile(b []byte, f *Config) error {
 
 const redacted = "REDACTED"
 
-// Redacted returns f with its secrets replaced by "REDACTED": the static
+// Redacted returns c with its secrets replaced by "REDACTED": the static
 // token, the JWT secret, the NATS password, token and callout seed, and
 // the passwords in the NATS and outbox URLs.
-func (f Config) Redacted() Config {
-	for _, s := range []*string{&f.Auth.Token, &f.NATS.Password, &f.NATS.Token, &f.NATS.CalloutSeed} {
+func (c Config) Redacted() Config {
+	for _, s := range []*string{&c.Auth.Token, &c.NATS.Password, &c.NATS.Token, &c.NATS.CalloutSeed} {
 		if *s != "" {
 			*s = redacted
 		}
 	}
-	if len(f.Auth.JWT.Secret) > 0 {
-		f.Auth.JWT.Secret = auth.Secret(redacted)
+	if len(c.Auth.JWT.Secret) > 0 {
+		c.Auth.JWT.Secret = auth.Secret(redacted)
 	}
-	f.NATS.URL = RedactURLs(f.NATS.URL)
-	f.Outbox.DB = RedactURLs(f.Outbox.DB)
-	return f
+	c.NATS.URL = RedactURLs(c.NATS.URL)
+	c.Outbox.DB = RedactURLs(c.Outbox.DB)
+	return c
 }
 
 // RedactURLs replaces the passwords of comma-separated URLs, in the user
@@ -322,13 +322,13 @@ func RedactURLs(s string) string {
 	return strings.Join(parts, ",")
 }
 
-// WriteYAML writes f as a configuration file that [LoadFile] reads back
+// WriteYAML writes c as a configuration file that [LoadFile] reads back
 // (durations as "5s", every key). It writes secrets as they are: write
 // [Config.Redacted] to show a configuration.
-func (f Config) WriteYAML(w io.Writer) error {
+func (c Config) WriteYAML(w io.Writer) error {
 	var b bytes.Buffer
 	enc := yamlWriter{b: &b}
-	enc.fields(valueOf(f), 0)
+	enc.fields(valueOf(c), 0)
 	_, err := w.Write(b.Bytes())
 	return err
 }
