@@ -79,6 +79,18 @@ projector: {states: proc.state}
 				t.Fatal("EVENTHUB_NATIVE_SCOPED_CLIENTS not applied")
 			}
 		}},
+		{name: "jwt secret", args: []string{"-jwt-secret", "flag-jwt-secret-0123456789-0123456789"}, env: map[string]string{"JWT_SECRET": "env-jwt-secret-0123456789-0123456789"},
+			check: func(t *testing.T, c hub.Config) {
+				if string(c.Auth.JWT.Secret) != "flag-jwt-secret-0123456789-0123456789" {
+					t.Fatalf("jwt secret %q", c.Auth.JWT.Secret)
+				}
+			}},
+		{name: "jwt secret from the environment", env: map[string]string{"JWT_SECRET": "env-jwt-secret-0123456789-0123456789"},
+			check: func(t *testing.T, c hub.Config) {
+				if string(c.Auth.JWT.Secret) != "env-jwt-secret-0123456789-0123456789" {
+					t.Fatalf("jwt secret %q", c.Auth.JWT.Secret)
+				}
+			}},
 		{name: "nats port open beyond loopback", args: []string{"-nats-host", "0.0.0.0"}, wantErr: hub.ErrInsecureListen},
 		{name: "bad sync", args: []string{"-sync", "sometimes"}, errText: "-sync, $EVENTHUB_SYNC"},
 		{name: "bad log level", args: []string{"-log-level", "loud"}, errText: "-log-level, $LOG_LEVEL"},

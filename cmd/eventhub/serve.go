@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/hub"
 )
 
@@ -21,6 +22,7 @@ type flags struct {
 	fs     *flag.FlagSet
 	getenv func(string) string
 	errs   []error
+	parsed []func() // run once the flags are parsed
 }
 
 func newFlags(fs *flag.FlagSet, getenv func(string) string) *flags {
@@ -33,7 +35,13 @@ func (f *flags) parse(args []string) error {
 	if len(f.errs) > 0 {
 		return errors.Join(f.errs...)
 	}
-	return f.fs.Parse(args)
+	if err := f.fs.Parse(args); err != nil {
+		return err
+	}
+	for _, fn := range f.parsed {
+		fn()
+	}
+	return nil
 }
 
 // env returns the named variable and whether it is set to something.
@@ -56,31 +64,23 @@ func (f *flags) str(p *string, name, env, def, help string) {
 // secret binds a string flag that holds a secret (a token, a password, a
 // key): -h says whether a value is set and where from, never the value.
 func (f *flags) secret(p *string, name, env, def, help string) {
-	f.secretVar((*secretString)(p), name, env, def, help)
-}
-
-func (f *flags) secretVar(p flag.Value, name, env, def, help string) {
 	note := ""
 	if v, ok := f.env(env); ok {
 		def, note = v, " (set from $"+env+")"
 	} else if def != "" {
 		note = " (set by the configuration file)"
 	}
-	f.fs.Var(p, name, help+" ($"+env+")"+note)
-	_ = p.Set(def) // after Var, so that -h shows no default
+	f.fs.StringVar(p, name, "", help+" ($"+env+")"+note)
+	*p = def // after StringVar, so that -h shows no default
 }
 
-// secretString and secretBytes are the flag values of secrets: their
-// String is empty, so that -h shows no default.
-type (
-	secretString string
-	secretBytes  []byte
-)
-
-func (s *secretString) String() string     { return "" }
-func (s *secretString) Set(v string) error { *s = secretString(v); return nil }
-func (s *secretBytes) String() string      { return "" }
-func (s *secretBytes) Set(v string) error  { *s = secretBytes(v); return nil }
+// secretBytes binds a secret flag, as secret does, to a key held as bytes;
+// *p is set when the flags are parsed.
+func (f *flags) secretBytes(p *auth.Secret, name, env, help string) {
+	s := new(string)
+	f.secret(s, name, env, string(*p), help)
+	f.parsed = append(f.parsed, func() { *p = auth.Secret(*s) })
+}
 
 // urls binds a flag of comma-separated URLs: -h shows its default with the
 // passwords redacted, as eventhub config does.
@@ -218,7 +218,7 @@ func serveFlags(file *hub.Config, getenv func(string) string, out io.Writer) (*f
 	f.urls(&file.Outbox.DB, "outbox-db", "OUTBOX_DB_URL", file.Outbox.DB, "run an outbox drainer on this database (postgres://… or a SQLite file)")
 	a := &file.Auth
 	f.secret(&a.Token, "ws-token", "WS_TOKEN", a.Token, "static token (at least 16 characters) that grants everything, for WS, HTTP and native NATS clients")
-	f.secretVar((*secretBytes)(&a.JWT.Secret), "jwt-secret", "JWT_SECRET", string(a.JWT.Secret), "HS256 secret (at least 32 bytes) of accepted JWTs")
+	f.secretBytes(&a.JWT.Secret, "jwt-secret", "JWT_SECRET", "HS256 secret (at least 32 bytes) of accepted JWTs")
 	f.str(&a.JWT.JWKSURL, "jwt-jwks-url", "JWT_JWKS_URL", a.JWT.JWKSURL, "JWKS URL of the keys of accepted RS256/ES256/EdDSA JWTs")
 	f.str(&a.JWT.Audience, "jwt-aud", "JWT_AUD", a.JWT.Audience, "required JWT audience")
 	f.str(&a.JWT.Issuer, "jwt-iss", "JWT_ISS", a.JWT.Issuer, "required JWT issuer")
