@@ -21,26 +21,26 @@ import (
 // configured, authentication is off ([Authenticator.Configured] is false)
 // and the hub only listens on loopback.
 type Config struct {
-	// Token is the static token; it grants StaticPolicy (default: everything).
-	Token string
+	// Token is the static token (at least 16 characters) that grants
+	// everything, or StaticPolicy when that is set, for WebSocket, HTTP and
+	// native NATS clients.
+	Token string `yaml:"token"`
 	// StaticPolicy is what the static token may do; nil allows everything.
-	StaticPolicy *acl.Policy
-	// JWT verifies bearer JWTs; used when its Secret or JWKSURL is set.
-	JWT VerifierConfig
-	// NativeScoped lets tokens without the admin scope (and a static token
-	// with a StaticPolicy) connect as native NATS clients of an external
-	// server, through the auth callout, with permissions derived from
-	// their policy. Off by default: there native clients share the one
-	// account the callout places them in, where NATS cannot keep a client
-	// to its policy on reply subjects (a publish or a JetStream request
-	// whose reply subject names another topic has the server write there)
-	// nor keep clients out of each other's _INBOX replies. Turn it on only
-	// where every native client is trusted with the topics of every other.
-	// Off, the embedded server gives each such token an account of its
-	// own, which holds it to its policy there; on, they share the hub's
-	// account on the embedded server too, where crossing no account makes
-	// their publishes and pulls faster.
-	NativeScoped bool
+	StaticPolicy *acl.Policy `yaml:"-"`
+	// JWT verifies bearer JWTs; on when its secret or jwksURL is set.
+	JWT VerifierConfig `yaml:"jwt"`
+	// NativeScoped puts native NATS clients whose tokens are scoped to
+	// topics (no admin scope, or a static token with a StaticPolicy) in
+	// one shared NATS account, with rights derived from their policy: the
+	// hub's account on the embedded server (faster than the account of
+	// its own each gets when off), the auth callout's on an external
+	// server (refused there when off). In a shared account NATS cannot
+	// keep a client to its policy on reply subjects (a publish or a
+	// JetStream request whose reply subject names another topic has the
+	// server write there), nor keep clients out of each other's _INBOX
+	// replies: turn it on only where every native client is trusted with
+	// the topics of every other.
+	NativeScoped bool `yaml:"nativeScopedClients"`
 }
 
 func (c Config) jwtConfigured() bool { return len(c.JWT.Secret) > 0 || c.JWT.JWKSURL != "" }

@@ -46,45 +46,54 @@ var (
 	asymmetricAlgs = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
 )
 
+// Secret is a shared HMAC key; a configuration file holds it as a string.
+type Secret []byte
+
+// UnmarshalText sets s to a copy of text.
+func (s *Secret) UnmarshalText(text []byte) error {
+	*s = slices.Clone(text)
+	return nil
+}
+
 // VerifierConfig configures a Verifier. At least one of Secret and JWKSURL
 // must be set; both may be set (HMAC tokens are then checked with Secret,
 // asymmetric ones with the JWKS, never the other way round).
 type VerifierConfig struct {
-	// Secret is the shared HMAC key (HS256/HS384/HS512), at least
-	// MinSecretLength bytes. It is copied by NewVerifier.
-	Secret []byte
-	// JWKSURL is an http(s) URL serving a JSON Web Key Set for
+	// Secret is the shared HMAC key of HS256/HS384/HS512 tokens, at least
+	// 32 bytes (MinSecretLength). NewVerifier copies it.
+	Secret Secret `yaml:"secret"`
+	// JWKSURL is an http(s) URL serving the JSON Web Key Set of
 	// RS*/PS*/ES*/EdDSA tokens. Keys are cached, refreshed every
-	// JWKSRefreshInterval, and refreshed on a token with an unknown kid at
-	// most once per 5 minutes (later unknown kids fail fast with
-	// ErrUnknownKey rather than waiting). Use https in production.
-	JWKSURL string
+	// JWKSRefreshInterval, and on a token with an unknown kid at most once
+	// per 5 minutes (later unknown kids fail at once, with ErrUnknownKey).
+	// Use https in production.
+	JWKSURL string `yaml:"jwksURL"`
 	// JWKSHTTPClient fetches the JWKS; nil means http.DefaultClient.
-	JWKSHTTPClient *http.Client
+	JWKSHTTPClient *http.Client `yaml:"-"`
 	// JWKSRefreshInterval is the background refresh period; zero means
 	// DefaultJWKSRefreshInterval.
-	JWKSRefreshInterval time.Duration
+	JWKSRefreshInterval time.Duration `yaml:"jwksRefreshInterval"`
 	// JWKSTimeout bounds each JWKS fetch (including the initial one in
 	// NewVerifier and unknown-kid refreshes during Verify); zero means
 	// DefaultJWKSTimeout.
-	JWKSTimeout time.Duration
+	JWKSTimeout time.Duration `yaml:"jwksTimeout"`
 	// Audience, when set, must appear in the token's aud claim.
-	Audience string
+	Audience string `yaml:"audience"`
 	// Issuer, when set, must equal the token's iss claim.
-	Issuer string
+	Issuer string `yaml:"issuer"`
 	// Leeway is the clock-skew allowance for exp, nbf and iat; zero means
 	// DefaultLeeway. It cannot be negative.
-	Leeway time.Duration
+	Leeway time.Duration `yaml:"leeway"`
 	// Algorithms lists the accepted alg header values. Empty means derived:
 	// HS256 if Secret is set, plus RS256, ES256 and EdDSA if JWKSURL is set.
 	// "none" is never accepted; HS* needs Secret and the others need
 	// JWKSURL.
-	Algorithms []string
+	Algorithms []string `yaml:"algorithms"`
 	// TimeFunc is the clock used for exp/nbf/iat; nil means time.Now.
-	TimeFunc func() time.Time
+	TimeFunc func() time.Time `yaml:"-"`
 	// Logger receives background JWKS refresh failures; nil means
 	// discard.
-	Logger *slog.Logger
+	Logger *slog.Logger `yaml:"-"`
 }
 
 // Validate reports whether the configuration is usable. Errors wrap

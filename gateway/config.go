@@ -35,80 +35,80 @@ type Config struct {
 	// Token, when set, is the static token every client must present (AUTH
 	// frame, or "Authorization: Bearer" for HTTP). It grants every right.
 	// Compared in constant time; never logged.
-	Token string
+	Token string `yaml:"-"`
 	// Authenticator, when set, authenticates tokens and returns the
 	// per-connection [Principal]. Set Token or Authenticator, not both.
 	// Neither: every client is allowed everything (see
 	// [Config.AuthConfigured]).
-	Authenticator Authenticator
+	Authenticator Authenticator `yaml:"-"`
 	// AllowedOrigins lists the browser origins ("https://app.example.com")
 	// allowed to open a WebSocket or POST to /publish besides the gateway's
 	// own origin. "*" allows every origin and must be listed explicitly.
 	// Requests without an Origin header (non-browser clients) are allowed.
-	AllowedOrigins []string
+	AllowedOrigins []string `yaml:"allowedOrigins"`
 	// MaxFrameBytes is the largest client frame accepted (default 1 MiB +
 	// 64 KiB). A larger frame is answered with ERR frame_too_large and
 	// discarded; a frame over four times the limit closes the connection
 	// (1009).
-	MaxFrameBytes int64
+	MaxFrameBytes int64 `yaml:"maxFrameBytes"`
 	// MaxPayloadBytes limits the body of POST /publish (default 1 MiB).
-	MaxPayloadBytes int64
+	MaxPayloadBytes int64 `yaml:"maxPayloadBytes"`
 	// MaxInflightPerSub is the most events one subscription of one
 	// connection has delivered and not yet acknowledged (default 100). The
 	// gateway subscribes to the bus with this window, so a slow client
 	// pauses its subscription instead of losing events.
-	MaxInflightPerSub int
+	MaxInflightPerSub int `yaml:"maxInflightPerSub"`
 	// GroupMaxInFlight is the window of a whole group across the
 	// connections subscribed to it (JetStream's MaxAckPending; default
 	// 10 000): each connection takes at most MaxInflightPerSub of it.
-	GroupMaxInFlight int
+	GroupMaxInFlight int `yaml:"groupMaxInFlight"`
 	// OnAuthFailure, if set, is called for every refused authentication or
 	// authorisation with the transport ("ws", "http") and the error code
 	// (metrics). It must be safe for concurrent use and quick.
-	OnAuthFailure func(transport, code string)
+	OnAuthFailure func(transport, code string) `yaml:"-"`
 	// LiveRecoveryLimit is the most events a live subscription's recovery
 	// (opts.since) sends (default 10 000); past it the OK says
 	// recovered: false and the subscription goes on live.
-	LiveRecoveryLimit int
+	LiveRecoveryLimit int `yaml:"liveRecoveryLimit"`
 	// LivePending is how many live events may wait for one subscription
 	// while it recovers (default 10 000); past it the subscription fails
 	// as slow_client.
-	LivePending int
+	LivePending int `yaml:"livePending"`
 	// MaxSubscriptions is the most subscriptions one connection may hold
 	// (default 128).
-	MaxSubscriptions int
+	MaxSubscriptions int `yaml:"maxSubscriptions"`
 	// AckTimeout is the lease of a delivered event when the SUBSCRIBE does
 	// not set ackTimeoutMs (default 30s).
-	AckTimeout time.Duration
+	AckTimeout time.Duration `yaml:"ackTimeout"`
 	// MaxAckTimeout caps a subscription's ackTimeoutMs and a MODACK's
 	// extend_ms (default 10m).
-	MaxAckTimeout time.Duration
+	MaxAckTimeout time.Duration `yaml:"maxAckTimeout"`
 	// WriteTimeout bounds each write to a client (default 10s): a client
 	// that does not read is disconnected, it does not stall others.
-	WriteTimeout time.Duration
+	WriteTimeout time.Duration `yaml:"writeTimeout"`
 	// PingInterval is how often the gateway pings a client (default 25s).
-	PingInterval time.Duration
+	PingInterval time.Duration `yaml:"pingInterval"`
 	// IdleTimeout closes a connection that sent nothing, not even a pong,
 	// for this long (default 60s). It must exceed PingInterval.
-	IdleTimeout time.Duration
+	IdleTimeout time.Duration `yaml:"idleTimeout"`
 	// OutboundQueue is how many frames may wait to be written to one
 	// client (default 1024). A client whose queue is full is disconnected
 	// as too slow (close 4001) and its in-flight events are handed back.
-	OutboundQueue int
+	OutboundQueue int `yaml:"outboundQueue"`
 	// AuthTimeout is how long a new connection has to authenticate
 	// (default 2s); then it is closed (4003).
-	AuthTimeout time.Duration
+	AuthTimeout time.Duration `yaml:"authTimeout"`
 	// RequestTimeout bounds the bus calls a frame causes (publish,
 	// subscribe, cursor) (default 10s).
-	RequestTimeout time.Duration
+	RequestTimeout time.Duration `yaml:"requestTimeout"`
 	// HandshakeTimeout bounds the WebSocket handshake (default 10s).
-	HandshakeTimeout time.Duration
+	HandshakeTimeout time.Duration `yaml:"handshakeTimeout"`
 	// Limiter, if set, applies rate limits and connection quotas to
 	// publishes and connections; nil limits nothing.
-	Limiter Limiter
+	Limiter Limiter `yaml:"-"`
 	// Logger receives the gateway's logs; nil discards them. Tokens are
 	// never logged.
-	Logger *slog.Logger
+	Logger *slog.Logger `yaml:"-"`
 }
 
 // AuthConfigured reports whether clients must authenticate (Token or

@@ -35,13 +35,11 @@ type Gateway struct {
 	mux      *http.ServeMux
 	nextID   atomic.Uint64
 
-	membersMu sync.Mutex
-	members   map[memberKey]*member // the gateway's bus members, shared by sessions
+	members *sharedTable[memberKey, *member] // the gateway's bus members, shared by sessions
 
-	liveMu     sync.Mutex
-	live       map[string]*liveTopic // the gateway's followers, by topic
-	liveFanout atomic.Uint64         // live events queued to subscribers
-	liveDrops  atomic.Uint64         // live subscriptions ended as too slow
+	live       *sharedTable[string, *liveTopic] // the gateway's followers, by topic
+	liveFanout atomic.Uint64                    // live events queued to subscribers
+	liveDrops  atomic.Uint64                    // live subscriptions ended as too slow
 
 	done chan struct{} // closed by Shutdown
 
@@ -73,9 +71,9 @@ func New(bus facade.Bus, cfg Config) (*Gateway, error) {
 		log:      cfg.Logger,
 		sessions: make(map[*session]transport),
 		servers:  make(map[*http.Server]struct{}),
-		members:  make(map[memberKey]*member),
+		members:  newSharedTable[memberKey, *member]("the group's member"),
 		done:     make(chan struct{}),
-		live:     make(map[string]*liveTopic),
+		live:     newSharedTable[string, *liveTopic]("the topic's follower"),
 	}
 	g.apub, _ = bus.(facade.AsyncPublisher)
 	g.upgrader = websocket.Upgrader{

@@ -79,12 +79,10 @@ func (ev *liveEvent) sseFrame() []byte {
 // liveTopic is the gateway's one follower of a topic, shared by every live
 // subscription to it.
 type liveTopic struct {
+	shared
 	gw    *Gateway
 	topic string
-	ready chan struct{} // closed once following started (or failed)
-	err   error
 	fsub  facade.Subscription
-	refs  int // guarded by gw.liveMu
 
 	mu   sync.Mutex
 	subs map[*liveSub]struct{}
@@ -290,38 +288,20 @@ func (g *Gateway) positionOf(ctx context.Context, topic string, p *wire.LivePosi
 // liveTopicOf returns the topic's follower, starting it for the first
 // subscriber.
 func (g *Gateway) liveTopicOf(ctx context.Context, lr facade.LiveReader, topic string) (*liveTopic, error) {
-	g.liveMu.Lock()
-	lt := g.live[topic]
-	create := lt == nil
-	if create {
-		lt = &liveTopic{gw: g, topic: topic, ready: make(chan struct{}), subs: make(map[*liveSub]struct{})}
-		g.live[topic] = lt
-	}
-	lt.refs++
-	g.liveMu.Unlock()
-	if create {
+	lt, _, err := g.live.join(ctx, topic, func() *liveTopic {
+		return &liveTopic{gw: g, topic: topic, subs: make(map[*liveSub]struct{})}
+	}, func(lt *liveTopic) error {
 		// Resolve "now" here so that lt.last (the OK's seq) is a real
 		// position before the first event is fanned out.
-		var res facade.ReadResult
-		res, lt.err = lr.ReadAfter(ctx, topic, math.MaxUint64, 1, func(*facade.EventRecord) error { return nil })
-		if lt.err == nil {
-			lt.last = res.Last
-			lt.fsub, lt.err = lr.Follow(ctx, topic, res.Last, lt.onEvent)
+		res, err := lr.ReadAfter(ctx, topic, math.MaxUint64, 1, func(*facade.EventRecord) error { return nil })
+		if err != nil {
+			return err
 		}
-		close(lt.ready)
-	} else {
-		select {
-		case <-lt.ready:
-		case <-ctx.Done():
-			g.liveUnref(lt)
-			return nil, fmt.Errorf("%w: waiting for the topic's follower: %w", facade.ErrUnavailable, ctx.Err())
-		}
-	}
-	if lt.err != nil {
-		g.liveUnref(lt)
-		return nil, lt.err
-	}
-	return lt, nil
+		lt.last = res.Last
+		lt.fsub, err = lr.Follow(ctx, topic, res.Last, lt.onEvent)
+		return err
+	})
+	return lt, err
 }
 
 // unfollow ends sub; the last subscriber of a topic stops its follower.
@@ -338,7 +318,7 @@ func (g *Gateway) unfollow(sub *liveSub) {
 	if release != nil {
 		release()
 	}
-	if !g.liveUnref(lt) {
+	if !g.live.unref(lt.topic, lt) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.RequestTimeout)
@@ -346,19 +326,4 @@ func (g *Gateway) unfollow(sub *liveSub) {
 	if err := lt.fsub.Stop(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		g.log.Warn("stop following", "topic", lt.topic, "err", err)
 	}
-}
-
-// liveUnref drops one reference to lt and reports whether it was the last
-// of a started follower.
-func (g *Gateway) liveUnref(lt *liveTopic) bool {
-	g.liveMu.Lock()
-	defer g.liveMu.Unlock()
-	lt.refs--
-	if lt.refs > 0 {
-		return false
-	}
-	if g.live[lt.topic] == lt {
-		delete(g.live, lt.topic)
-	}
-	return lt.fsub != nil
 }

@@ -51,9 +51,7 @@ func TestLiveFanOut(t *testing.T) {
 	b.ok(liveFrame("live.t", ""))
 	b.ok(subscribeFrame("live.t", "workers", ""))
 	a.errCode(liveFrame("live.t", ""), wire.CodeAlreadySubscribed)
-	g.liveMu.Lock()
-	followers := len(g.live)
-	g.liveMu.Unlock()
+	followers := g.live.len()
 	if followers != 1 {
 		t.Fatalf("%d followers for one topic", followers)
 	}
@@ -102,10 +100,8 @@ func TestLiveFanOut(t *testing.T) {
 	b.c.Close()
 	d.c.Close()
 	testutil.CheckFor(t, 5*time.Second, func() error {
-		g.liveMu.Lock()
-		defer g.liveMu.Unlock()
-		if len(g.live) != 0 {
-			return fmt.Errorf("%d followers left", len(g.live))
+		if n := g.live.len(); n != 0 {
+			return fmt.Errorf("%d followers left", n)
 		}
 		return nil
 	})

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -20,13 +19,10 @@ type memberKey struct{ topic, group string }
 // robin, and waits while none has room: a slow group pauses its pull
 // instead of dropping events.
 type member struct {
-	gw  *Gateway
-	key memberKey
-
-	ready chan struct{} // closed once the bus subscription exists or failed
-	err   error         // why it failed; read after ready
-	bsub  facade.Subscription
-	refs  int // joined subscriptions, guarded by gw.membersMu
+	shared
+	gw   *Gateway
+	key  memberKey
+	bsub facade.Subscription
 
 	mu    sync.Mutex
 	subs  []*subscription
@@ -45,35 +41,20 @@ const dispatchBurst = 64
 // deliver to sub.
 func (g *Gateway) join(ctx context.Context, sub *subscription, topic string, opts facade.SubscribeOptions) (*member, error) {
 	k := memberKey{topic, sub.key.group}
-	g.membersMu.Lock()
-	m := g.members[k]
-	create := m == nil
-	if create {
-		m = &member{gw: g, key: k, ready: make(chan struct{}), space: make(chan struct{}, 1)}
-		g.members[k] = m
-	}
-	m.refs++
-	g.membersMu.Unlock()
-
-	if create {
-		opts.Topics = nil
+	m, create, err := g.members.join(ctx, k, func() *member {
+		return &member{gw: g, key: k, space: make(chan struct{}, 1)}
+	}, func(m *member) (err error) {
+		bopts := opts
+		bopts.Topics = nil
 		// The member serves every session that joins it: a creator whose
 		// request ends meanwhile must not fail the others waiting.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.RequestTimeout)
-		m.bsub, m.err = g.bus.Subscribe(cctx, topic, k.group, m.dispatch, opts)
-		cancel()
-		close(m.ready)
-	} else {
-		select {
-		case <-m.ready:
-		case <-ctx.Done():
-			g.unref(m)
-			return nil, fmt.Errorf("%w: waiting for the group's member: %w", facade.ErrUnavailable, ctx.Err())
-		}
-	}
-	if m.err != nil {
-		g.unref(m)
-		return nil, m.err
+		defer cancel()
+		m.bsub, err = g.bus.Subscribe(cctx, topic, k.group, m.dispatch, bopts)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	// The member was started with the options of its first subscription:
 	// a later one that asks for another retry policy than the group's is
@@ -114,7 +95,7 @@ func (g *Gateway) leave(m *member, sub *subscription) {
 	}
 	m.mu.Unlock()
 	m.wake()
-	if !g.unref(m) {
+	if !g.members.unref(m.key, m) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.RequestTimeout)
@@ -122,21 +103,6 @@ func (g *Gateway) leave(m *member, sub *subscription) {
 	if err := m.bsub.Stop(ctx); err != nil {
 		g.log.Warn("stop group member", "topic", m.key.topic, "group", m.key.group, "err", err)
 	}
-}
-
-// unref drops one reference to m and reports whether it was the last (m
-// is then out of the table).
-func (g *Gateway) unref(m *member) bool {
-	g.membersMu.Lock()
-	defer g.membersMu.Unlock()
-	m.refs--
-	if m.refs > 0 {
-		return false
-	}
-	if g.members[m.key] == m {
-		delete(g.members, m.key)
-	}
-	return m.bsub != nil
 }
 
 // wake tells a waiting dispatch to look again.

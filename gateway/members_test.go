@@ -22,9 +22,7 @@ func TestSessionsShareOneMemberPerGroup(t *testing.T) {
 		clients[i] = dialAuth(t, g.url, "")
 		clients[i].ok(subscribeFrame("share.t", "g", `{"from":"earliest"}`))
 	}
-	g.membersMu.Lock()
-	members := len(g.members)
-	g.membersMu.Unlock()
+	members := g.members.len()
 	if members != 1 {
 		t.Fatalf("%d bus members for %d connections of one group, want 1", members, conns)
 	}
@@ -80,9 +78,7 @@ func TestSessionsShareOneMemberPerGroup(t *testing.T) {
 		c.c.Close()
 	}
 	testutil.CheckFor(t, 5*time.Second, func() error {
-		g.membersMu.Lock()
-		defer g.membersMu.Unlock()
-		if n := len(g.members); n != 0 {
+		if n := g.members.len(); n != 0 {
 			return fmt.Errorf("%d members left after every connection closed", n)
 		}
 		return nil

@@ -33,16 +33,8 @@ func (g *Gateway) Stats() Stats {
 	}
 	g.mu.Unlock()
 	st := Stats{Connections: len(sessions), LiveSubscribers: map[string]int{}}
-	g.membersMu.Lock()
-	st.GroupMembers = len(g.members)
-	g.membersMu.Unlock()
-	g.liveMu.Lock()
-	topics := make([]*liveTopic, 0, len(g.live))
-	for _, lt := range g.live {
-		topics = append(topics, lt)
-	}
-	g.liveMu.Unlock()
-	for _, lt := range topics {
+	st.GroupMembers = g.members.len()
+	for _, lt := range g.live.values() {
 		lt.mu.Lock()
 		st.LiveSubscribers[lt.topic] = len(lt.subs)
 		lt.mu.Unlock()

@@ -62,11 +62,7 @@ var adminCalls = []struct{ method, path string }{
 // principal.
 func TestAdminAPINeedsAdminScope(t *testing.T) {
 	logs := &lockedBuffer{}
-	h := startHub(t, hub.Config{
-		Memory: true, NATSPort: -1, WSPort: -1,
-		Auth:   auth.Config{JWT: auth.VerifierConfig{Secret: secret}},
-		Logger: slog.New(slog.NewJSONHandler(logs, nil)),
-	})
+	h := startHub(t, hub.Config{NATS: hub.NATSConfig{Memory: true, Port: -1}, Server: hub.ServerConfig{WSPort: -1}, Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	sign := func(subject string, scopes ...string) string {
 		tok, err := auth.MintHS256(secret, auth.MintClaims{Subject: subject, Scopes: scopes, TTL: time.Minute}, time.Now())
 		if err != nil {
@@ -130,9 +126,7 @@ func call(t *testing.T, method, url, token string) (int, string) {
 // to the others, and /cursors and /lag answer for it to a token that may
 // read the family; a token that may read only part of it is refused.
 func TestFanInGroupInTheAdminAPI(t *testing.T) {
-	h := startHub(t, hub.Config{Memory: true, NATSPort: -1,
-		Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}},
-		Bus:  jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "fan.**", Stream: "FAN"}}}})
+	h := startHub(t, hub.Config{NATS: hub.NATSConfig{Memory: true, Port: -1}, Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}, Bus: jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "fan.**", Stream: "FAN"}}}})
 	ctx := t.Context()
 	sign := func(scopes ...string) string {
 		tok, err := auth.MintHS256(secret, auth.MintClaims{Subject: "fan-user", Scopes: scopes, TTL: time.Minute}, time.Now())

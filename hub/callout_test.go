@@ -31,9 +31,7 @@ func TestAuthCalloutExternalServer(t *testing.T) {
 	p := natstest.StartProcessConfig(t, "../deploy/nats/callout.conf",
 		[]string{"EVENTHUB_NATS_PASSWORD=" + password, "EVENTHUB_CALLOUT_ISSUER=" + issuer},
 		nats.UserInfo("eventhub", password))
-	h := startHub(t, hub.Config{NATSURL: p.URL(), NATSUser: "eventhub", NATSPassword: password, NATSCalloutSeed: string(seed),
-		OpsPort: -1, WSPort: -1, HTTPPort: -1,
-		Auth: auth.Config{Token: staticToken, NativeScoped: true, JWT: auth.VerifierConfig{Secret: secret}}})
+	h := startHub(t, hub.Config{NATS: hub.NATSConfig{URL: p.URL(), User: "eventhub", Password: password, CalloutSeed: string(seed)}, Server: hub.ServerConfig{OpsPort: -1, WSPort: -1, HTTPPort: -1}, Auth: auth.Config{Token: staticToken, NativeScoped: true, JWT: auth.VerifierConfig{Secret: secret}}})
 	if _, err := h.Bus.Publish(t.Context(), "orders.new", []byte(`{"n":0}`), facade.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}

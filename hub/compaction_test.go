@@ -14,7 +14,7 @@ import (
 // that stream compacted instead of failing with not_compacted for good.
 func TestDemoAfterADashboardReadProcessState(t *testing.T) {
 	dir := t.TempDir()
-	cfg := hub.Config{DataDir: dir, NATSPort: -1, OpsPort: -1, WSPort: -1, HTTPPort: -1}
+	cfg := hub.Config{NATS: hub.NATSConfig{DataDir: dir, Port: -1}, Server: hub.ServerConfig{OpsPort: -1, WSPort: -1, HTTPPort: -1}}
 	first, err := hub.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +32,7 @@ func TestDemoAfterADashboardReadProcessState(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cfg.Demo = true
+	cfg.Projector.Demo = true
 	second, err := hub.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("-demo after a plain process.state: %v", err)

@@ -39,11 +39,11 @@ func (c Config) withDerivedTopics() Config {
 		}
 		need(snap)
 	}
-	if c.Projector || c.Demo {
-		need(cmp.Or(c.ProjectorConfig.States, projector.DefaultStates))
+	if c.Projector.Enabled || c.Projector.Demo {
+		need(cmp.Or(c.Projector.Projector.States, projector.DefaultStates))
 	}
-	if c.Demo {
-		add(jetstream.TopicConfig{Pattern: cmp.Or(c.ProjectorConfig.Heartbeats, projector.DefaultHeartbeats), MaxAge: DemoHeartbeatRetention})
+	if c.Projector.Demo {
+		add(jetstream.TopicConfig{Pattern: cmp.Or(c.Projector.Projector.Heartbeats, projector.DefaultHeartbeats), MaxAge: DemoHeartbeatRetention})
 	}
 	return c
 }
@@ -51,7 +51,7 @@ func (c Config) withDerivedTopics() Config {
 // startFront starts the WebSocket gateway and the HTTP port.
 func (h *Hub) startFront() error {
 	c := h.cfg
-	if c.WSPort == -1 && c.HTTPPort == -1 {
+	if c.Server.WSPort == -1 && c.Server.HTTPPort == -1 {
 		return nil
 	}
 	gc := c.Gateway
@@ -76,12 +76,12 @@ func (h *Hub) startFront() error {
 	}
 	h.gateway = gw
 	h.Registry.MustRegister(h.Metrics.NewGatewayCollector(gw))
-	if c.WSPort != -1 {
-		if err := h.servers.serve("ws", c.Host, c.WSPort, h.hostGuard(gw.Handler()), h.fail); err != nil {
+	if c.Server.WSPort != -1 {
+		if err := h.servers.serve("ws", c.Server.Host, c.Server.WSPort, h.hostGuard(gw.Handler()), h.fail); err != nil {
 			return err
 		}
 	}
-	if c.HTTPPort != -1 {
+	if c.Server.HTTPPort != -1 {
 		oh, err := h.opsHandler()
 		if err != nil {
 			return err
@@ -98,7 +98,7 @@ func (h *Hub) startFront() error {
 		mux.Handle("/publish/", gw.Handler()) // the gateway answers wrong methods and paths
 		mux.Handle("/sse/", gw.Handler())
 		mux.Handle("/", site) // WebSocket upgrades of "/" still reach the gateway
-		if err := h.servers.serve("http", c.Host, c.HTTPPort, h.hostGuard(mux), h.fail); err != nil {
+		if err := h.servers.serve("http", c.Server.Host, c.Server.HTTPPort, h.hostGuard(mux), h.fail); err != nil {
 			return err
 		}
 	}
@@ -118,8 +118,8 @@ func (h *Hub) startWorkers(ctx, bg context.Context) error {
 		}
 		h.compactors = append(h.compactors, comp)
 	}
-	if h.cfg.Projector || h.cfg.Demo {
-		pc := h.cfg.ProjectorConfig
+	if h.cfg.Projector.Enabled || h.cfg.Projector.Demo {
+		pc := h.cfg.Projector.Projector
 		pc.Logger = h.log
 		p, err := projector.Start(ctx, h.Bus, pc)
 		if err != nil {
@@ -127,9 +127,9 @@ func (h *Hub) startWorkers(ctx, bg context.Context) error {
 		}
 		h.projector = p
 	}
-	if h.cfg.Demo {
-		heartbeats := cmp.Or(h.cfg.ProjectorConfig.Heartbeats, projector.DefaultHeartbeats)
-		states := cmp.Or(h.cfg.ProjectorConfig.States, projector.DefaultStates)
+	if h.cfg.Projector.Demo {
+		heartbeats := cmp.Or(h.cfg.Projector.Projector.Heartbeats, projector.DefaultHeartbeats)
+		states := cmp.Or(h.cfg.Projector.Projector.States, projector.DefaultStates)
 		dctx, cancel := context.WithCancel(bg)
 		h.stopDemo = cancel
 		h.bg.Go(func() {

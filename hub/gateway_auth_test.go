@@ -156,7 +156,7 @@ func TestHTTPPublishAuth(t *testing.T) {
 }
 
 func TestDemoFillsProcessState(t *testing.T) {
-	h := startHub(t, hub.Config{Demo: true})
+	h := startHub(t, hub.Config{Projector: hub.ProjectorConfig{Demo: true}})
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		n := 0
@@ -198,10 +198,10 @@ func TestDemoTopicsRetention(t *testing.T) {
 		}
 	}
 	t.Run("demo", func(t *testing.T) {
-		check(t, startHub(t, hub.Config{Demo: true}), 72*time.Hour)
+		check(t, startHub(t, hub.Config{Projector: hub.ProjectorConfig{Demo: true}}), 72*time.Hour)
 	})
 	t.Run("configured", func(t *testing.T) {
-		h := startHub(t, hub.Config{Demo: true, Bus: jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "heartbeat.*", MaxAge: time.Hour}}}})
+		h := startHub(t, hub.Config{Projector: hub.ProjectorConfig{Demo: true}, Bus: jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "heartbeat.*", MaxAge: time.Hour}}}})
 		check(t, h, time.Hour)
 	})
 }

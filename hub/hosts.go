@@ -19,7 +19,7 @@ func (h *Hub) hostGuard(next http.Handler) http.Handler {
 		return next
 	}
 	allowed := map[string]bool{"localhost": true}
-	for _, n := range append([]string{h.cfg.Host}, h.cfg.AllowedHosts...) {
+	for _, n := range append([]string{h.cfg.Server.Host}, h.cfg.Server.AllowedHosts...) {
 		if n = strings.ToLower(strings.Trim(strings.TrimSpace(n), "[]")); n != "" {
 			allowed[n] = true
 		}

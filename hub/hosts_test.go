@@ -16,7 +16,7 @@ import (
 // own name to 127.0.0.1 sends its name as Host (and a matching Origin).
 // Every port refuses it; loopback names and configured names pass.
 func TestForeignHostRefusedWithoutAuth(t *testing.T) {
-	h := startHub(t, hub.Config{AllowedHosts: []string{"hub.internal"}})
+	h := startHub(t, hub.Config{Server: hub.ServerConfig{AllowedHosts: []string{"hub.internal"}}})
 	type request struct {
 		name, method, port, path string
 	}

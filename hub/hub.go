@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,107 +31,17 @@ import (
 	_ "github.com/eventhub/eventhub/outbox/sqlite"
 )
 
-// Config configures a hub. The zero value runs an embedded NATS server with
-// file storage in ./data, its client port on a free port of 127.0.0.1.
-type Config struct {
-	// NATSURL selects an external NATS server or cluster; empty runs the
-	// embedded server.
-	NATSURL string
-	// NATSCreds, NATSUser/NATSPassword and NATSToken authenticate to an
-	// external server.
-	NATSCreds    string
-	NATSUser     string
-	NATSPassword string
-	NATSToken    string
-	// NATSCalloutSeed, with an external server, runs the hub as that
-	// server's auth callout service (nats-server 2.10+): the account nkey
-	// seed whose public key the servers' auth_callout issuer names. Native
-	// clients then get the rights their hub token gives (see
-	// deploy/nats/callout.conf). Needs Auth.
-	NATSCalloutSeed string
-
-	// Embedded server settings.
-	DataDir  string
-	Memory   bool
-	NATSHost string // default 127.0.0.1
-	NATSPort int    // 0 picks a free port; -1 disables the client port
-	Sync     string // jetstream.SyncDefault or jetstream.SyncAlways
-
-	// Topics configures streams (see jetstream.TopicConfig).
-	Bus jetstream.Config
-
-	// Auth turns on authentication for every way in; off, every listener
-	// stays on loopback.
-	Auth auth.Config
-
-	// Host is the listen host of the hub's HTTP servers (default
-	// 127.0.0.1). Beyond loopback it needs Auth.
-	Host string
-	// AllowedHosts are further names (Host headers, without port) that
-	// the HTTP, WebSocket and ops servers answer to while authentication
-	// is off; loopback addresses, localhost and Host always are. With
-	// auth on every name is answered.
-	AllowedHosts []string
-	// OpsPort serves /metrics and the ops endpoints (0: a free port, -1:
-	// none).
-	OpsPort int
-	// WSPort serves the WebSocket gateway on "/" and "/ws"; HTTPPort serves
-	// POST /publish/{topic}, the WebSocket gateway on "/ws", the ops
-	// endpoints under /ops/ and the dashboard (0: a free port, -1: none).
-	WSPort   int
-	HTTPPort int
-	// Gateway holds the gateway's settings (origins, limits, leases); its
-	// authentication comes from Auth.
-	Gateway gateway.Config
-
-	// Compactors keep compacted snapshot topics of full-history topics.
-	Compactors []compaction.Config
-	// Projector runs the heartbeat.received → process.state projector;
-	// Demo runs it and publishes sample heartbeats. ProjectorConfig sets
-	// the projector's topics, group and timings.
-	Projector       bool
-	Demo            bool
-	ProjectorConfig projector.Config
-
-	// OutboxURL, when set, runs an outbox drainer inside the hub on that
-	// database (postgres://… or a SQLite path), in table OutboxTable
-	// (default outbox.DefaultTable).
-	OutboxURL   string
-	OutboxTable string
-	Outbox      outbox.Config
-
-	// Ops holds the limits of the ops endpoints and replay.
-	Ops OpsConfig
-
-	// Limits are the rate limits and quotas of publishes, connections,
-	// subscriptions and creations (the config file's "limits:").
-	Limits limits.Config
-
-	// Metrics bounds the metrics' label cardinality.
-	Metrics metrics.Config
-
-	// ShutdownTimeout bounds graceful shutdown (default 30s).
-	ShutdownTimeout time.Duration
-
-	Logger *slog.Logger
-}
-
 func (c Config) withDefaults() Config {
-	if c.NATSHost == "" {
-		c.NATSHost = "127.0.0.1"
+	n, s := &c.NATS, &c.Server
+	n.Host = or(n.Host, "127.0.0.1")
+	n.Sync = or(n.Sync, jetstream.SyncDefault)
+	n.DataDir = or(n.DataDir, "data")
+	s.Host = or(s.Host, "127.0.0.1")
+	if s.ShutdownTimeout <= 0 {
+		s.ShutdownTimeout = 30 * time.Second
 	}
-	if c.Host == "" {
-		c.Host = "127.0.0.1"
-	}
-	if c.Sync == "" {
-		c.Sync = jetstream.SyncDefault
-	}
-	if c.DataDir == "" {
-		c.DataDir = "data"
-	}
-	if c.ShutdownTimeout <= 0 {
-		c.ShutdownTimeout = 30 * time.Second
-	}
+	c.Log.Level = or(c.Log.Level, "info")
+	c.Log.Format = or(c.Log.Format, "text")
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -141,22 +52,31 @@ func (c Config) withDefaults() Config {
 // loopback without authentication.
 var ErrInsecureListen = errors.New("hub: refusing to listen beyond loopback without authentication")
 
-// Validate reports settings that cannot work or are unsafe.
+// Validate reports settings that cannot work or are unsafe, and a log level
+// or format the hub does not know.
 func (c Config) Validate() error {
 	c = c.withDefaults()
-	if c.NATSURL == "" && c.NATSPort != -1 && !IsLoopback(c.NATSHost) && !c.Auth.Enabled() {
-		return fmt.Errorf("%w: the embedded NATS client port on %s (configure a token or JWT auth, keep it on 127.0.0.1, or disable it with port -1)", ErrInsecureListen, c.NATSHost)
+	n := c.NATS
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(c.Log.Level)); err != nil {
+		return fmt.Errorf("log level %q (-log-level, $LOG_LEVEL, log.level): want debug, info, warn or error", c.Log.Level)
 	}
-	if !IsLoopback(c.Host) && !c.Auth.Enabled() {
-		return fmt.Errorf("%w: HTTP and WebSocket servers on %s (set WS_TOKEN or JWT auth, or keep them on 127.0.0.1)", ErrInsecureListen, c.Host)
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		return fmt.Errorf("log format %q (-log-format, $LOG_FORMAT, log.format): want text or json", c.Log.Format)
 	}
-	if c.NATSCalloutSeed != "" && (c.NATSURL == "" || !c.Auth.Enabled()) {
-		return errors.New("hub: the NATS auth callout needs an external server (NATS_URL) and hub auth (a token or JWT)")
-	}
-	switch c.Sync {
+	switch n.Sync {
 	case jetstream.SyncDefault, jetstream.SyncAlways:
 	default:
-		return fmt.Errorf("hub: sync %q: want %q or %q", c.Sync, jetstream.SyncDefault, jetstream.SyncAlways)
+		return fmt.Errorf("sync %q (-sync, $EVENTHUB_SYNC, nats.sync): want %q or %q", n.Sync, jetstream.SyncDefault, jetstream.SyncAlways)
+	}
+	if n.URL == "" && n.Port != -1 && !IsLoopback(n.Host) && !c.Auth.Enabled() {
+		return fmt.Errorf("%w: the embedded NATS client port on %s (configure a token or JWT auth, keep it on 127.0.0.1, or disable it with port -1)", ErrInsecureListen, n.Host)
+	}
+	if !IsLoopback(c.Server.Host) && !c.Auth.Enabled() {
+		return fmt.Errorf("%w: HTTP and WebSocket servers on %s (set WS_TOKEN or JWT auth, or keep them on 127.0.0.1)", ErrInsecureListen, c.Server.Host)
+	}
+	if n.CalloutSeed != "" && (n.URL == "" || !c.Auth.Enabled()) {
+		return errors.New("hub: the NATS auth callout needs an external server (NATS_URL) and hub auth (a token or JWT)")
 	}
 	if err := c.Limits.Validate(); err != nil {
 		return err
@@ -164,16 +84,16 @@ func (c Config) Validate() error {
 	if err := c.Gateway.Validate(); err != nil {
 		return err
 	}
-	if err := c.Outbox.Validate(); err != nil {
+	if err := c.Outbox.Drainer.Validate(); err != nil {
 		return fmt.Errorf("outbox: %w", err)
 	}
-	if c.OutboxTable != "" {
-		if err := (outbox.StoreConfig{Dialect: outbox.Postgres, Table: c.OutboxTable}).Validate(); err != nil {
+	if c.Outbox.Table != "" {
+		if err := (outbox.StoreConfig{Dialect: outbox.Postgres, Table: c.Outbox.Table}).Validate(); err != nil {
 			return fmt.Errorf("outbox: %w", err)
 		}
 	}
-	if c.Projector || c.Demo {
-		if err := c.ProjectorConfig.Validate(); err != nil {
+	if c.Projector.Enabled || c.Projector.Demo {
+		if err := c.Projector.Projector.Validate(); err != nil {
 			return err
 		}
 	}
@@ -185,7 +105,7 @@ func (c Config) Validate() error {
 	if err := c.Ops.validate(); err != nil {
 		return err
 	}
-	if !c.Limits.Account.IsZero() && c.NATSURL != "" {
+	if !c.Limits.Account.IsZero() && n.URL != "" {
 		return errors.New("hub: limits.account applies to the embedded server; set an external server's account limits in its own configuration")
 	}
 	return c.Bus.Validate()
@@ -224,25 +144,33 @@ type Hub struct {
 	cancel     context.CancelFunc
 }
 
-// Start starts the hub's components and returns once they are ready.
-func Start(ctx context.Context, cfg Config) (*Hub, error) {
+// Start starts the hub's components and returns once they are ready. What
+// it started before a failure is undone, in reverse order.
+func Start(ctx context.Context, cfg Config) (_ *Hub, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults().withDerivedTopics()
 	log := cfg.Logger
+	var cleanup []func()
+	defer func() {
+		if err != nil {
+			for _, undo := range slices.Backward(cleanup) {
+				undo()
+			}
+		}
+	}()
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	cleanup = append(cleanup, cancel)
 	au, err := auth.New(bg, cfg.Auth)
 	if err != nil {
-		cancel()
 		return nil, err
 	}
+	cleanup = append(cleanup, au.Close)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m, err := metrics.New(reg, cfg.Metrics)
 	if err != nil {
-		au.Close()
-		cancel()
 		return nil, err
 	}
 	var lim *limits.Limiter
@@ -250,8 +178,6 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 		lc := cfg.Limits
 		lc.OnThrottle = m.Throttled
 		if lim, err = limits.New(lc); err != nil {
-			au.Close()
-			cancel()
 			return nil, err
 		}
 	}
@@ -262,23 +188,21 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 	if lim != nil {
 		bc.Guard = lim
 	}
-	oc := jetstream.OpenConfig{URL: cfg.NATSURL, Bus: bc}
+	oc := jetstream.OpenConfig{URL: cfg.NATS.URL, Bus: bc}
 	var callout *auth.Callout
-	if cfg.NATSURL != "" {
-		oc.NATSOptions = natsAuth(cfg)
-		if cfg.NATSCalloutSeed != "" {
+	if cfg.NATS.URL != "" {
+		oc.NATSOptions = natsAuth(cfg.NATS)
+		if cfg.NATS.CalloutSeed != "" {
 			na = auth.NewNATS(au, log.With("component", "nats-auth"), nil)
-			if callout, err = auth.NewCallout(na, cfg.NATSCalloutSeed); err != nil {
-				au.Close()
-				cancel()
+			if callout, err = auth.NewCallout(na, cfg.NATS.CalloutSeed); err != nil {
 				return nil, err
 			}
 			oc.NATSOptions = append(oc.NATSOptions, nats.CustomInboxPrefix(na.HubInboxPrefix()))
 		}
 	} else {
 		oc.Server = jetstream.ServerConfig{
-			DataDir: cfg.DataDir, Memory: cfg.Memory, Host: cfg.NATSHost, Port: cfg.NATSPort,
-			Sync: cfg.Sync, Logger: log.With("component", "nats-server"),
+			DataDir: cfg.NATS.DataDir, Memory: cfg.NATS.Memory, Host: cfg.NATS.Host, Port: cfg.NATS.Port,
+			Sync: cfg.NATS.Sync, Logger: log.With("component", "nats-server"),
 		}
 		if au.Configured() {
 			na = auth.NewNATS(au, log.With("component", "nats-auth"), nil)
@@ -288,13 +212,12 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 	}
 	bus, err := jetstream.Open(ctx, oc)
 	if err != nil {
-		au.Close()
-		cancel()
 		if errors.Is(err, jetstream.ErrPortInUse) {
 			err = fmt.Errorf("%w (%s)", err, portSettings["nats"])
 		}
 		return nil, err
 	}
+	cleanup = append(cleanup, func() { _ = bus.Shutdown(context.WithoutCancel(ctx)) })
 	var streamAPI *auth.StreamNames
 	if na != nil {
 		na.SetDirectory(busDirectory{bus})
@@ -302,26 +225,18 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 			// Scoped clients get accounts of their own (NativeScoped off):
 			// their stream lookups are answered before the first connects.
 			if streamAPI, err = na.ServeStreamNames(bus.Conn()); err != nil {
-				_ = bus.Shutdown(context.WithoutCancel(ctx))
-				au.Close()
-				cancel()
 				return nil, err
 			}
+			cleanup = append(cleanup, func() { _ = streamAPI.Close() })
 			na.SetServer(srv)
 		}
 	}
 	h := &Hub{cfg: cfg, log: log, Bus: bus, Auth: au, Registry: reg, Metrics: m, cancel: cancel, limiter: lim, streamAPI: streamAPI}
 	if err := h.startLimits(ctx); err != nil {
-		_ = bus.Shutdown(context.WithoutCancel(ctx))
-		au.Close()
-		cancel()
 		return nil, err
 	}
 	if callout != nil {
 		if err := callout.Start(bus.Conn()); err != nil {
-			_ = bus.Shutdown(context.WithoutCancel(ctx))
-			au.Close()
-			cancel()
 			return nil, err
 		}
 		h.callout = callout
@@ -331,7 +246,8 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 		reg.MustRegister(metrics.NewServerCollector(srv))
 	}
 	if err := h.startComponents(ctx, bg); err != nil {
-		_ = h.Shutdown(context.WithoutCancel(ctx))
+		// From here on Shutdown undoes everything, what started so far too.
+		cleanup = []func(){func() { _ = h.Shutdown(context.WithoutCancel(ctx)) }}
 		return nil, err
 	}
 	h.logStart()
@@ -341,9 +257,9 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 // durability says what a stored event survives, for the start-up log and
 // /readyz.
 func (h *Hub) durability() string {
-	c := h.cfg
+	c := h.cfg.NATS
 	switch {
-	case c.NATSURL != "":
+	case c.URL != "":
 		return "as configured on the NATS servers (sync_interval, stream replicas)"
 	case c.Memory:
 		return "none: memory storage, nothing survives a restart"
@@ -354,9 +270,9 @@ func (h *Hub) durability() string {
 }
 
 func (h *Hub) logStart() {
-	c := h.cfg
-	if c.NATSURL != "" {
-		h.log.Info("bus on external NATS", "url", jetstream.RedactURL(c.NATSURL), "durability", h.durability())
+	c := h.cfg.NATS
+	if c.URL != "" {
+		h.log.Info("bus on external NATS", "url", jetstream.RedactURL(c.URL), "durability", h.durability())
 		return
 	}
 	storage := "file in " + c.DataDir
@@ -364,7 +280,7 @@ func (h *Hub) logStart() {
 		storage = "memory"
 	}
 	nats := "disabled"
-	if srv := h.Bus.Server(); srv != nil && c.NATSPort != -1 {
+	if srv := h.Bus.Server(); srv != nil && c.Port != -1 {
 		nats = srv.ClientURL()
 	}
 	natsAuth := "none: loopback only"
@@ -385,7 +301,7 @@ func (h *Hub) startComponents(ctx, bg context.Context) error {
 	if err := h.startWorkers(ctx, bg); err != nil {
 		return err
 	}
-	if c.OutboxURL != "" {
+	if c.Outbox.DB != "" {
 		if err := h.startOutbox(ctx, bg); err != nil {
 			return err
 		}
@@ -393,12 +309,12 @@ func (h *Hub) startComponents(ctx, bg context.Context) error {
 	if err := h.startFront(); err != nil {
 		return err
 	}
-	if c.OpsPort != -1 {
+	if c.Server.OpsPort != -1 {
 		oh, err := h.opsHandler()
 		if err != nil {
 			return err
 		}
-		if err := h.servers.serve("ops", c.Host, c.OpsPort, h.hostGuard(oh), h.fail); err != nil {
+		if err := h.servers.serve("ops", c.Server.Host, c.Server.OpsPort, h.hostGuard(oh), h.fail); err != nil {
 			return err
 		}
 		h.log.Info("ops listening", "addr", h.servers.addr("ops"), "auth", h.Auth.Configured())
@@ -407,11 +323,11 @@ func (h *Hub) startComponents(ctx, bg context.Context) error {
 }
 
 func (h *Hub) startOutbox(ctx, bg context.Context) error {
-	st, err := outbox.OpenConfig(ctx, h.cfg.OutboxURL, outbox.StoreConfig{Table: h.cfg.OutboxTable})
+	st, err := outbox.OpenConfig(ctx, h.cfg.Outbox.DB, outbox.StoreConfig{Table: h.cfg.Outbox.Table})
 	if err != nil {
 		return err // the outbox's errors name it
 	}
-	oc := h.cfg.Outbox
+	oc := h.cfg.Outbox.Drainer
 	oc.Logger = h.log
 	d, err := outbox.NewDrainer(st, h.Bus, oc)
 	if err != nil {
@@ -476,7 +392,7 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 }
 
 // Run starts the hub, waits until ctx ends, then shuts it down within
-// Config.ShutdownTimeout.
+// Config.Server.ShutdownTimeout.
 func Run(ctx context.Context, cfg Config) error {
 	h, err := Start(ctx, cfg)
 	if err != nil {
@@ -484,21 +400,21 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	<-ctx.Done()
 	h.log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.Server.ShutdownTimeout)
 	defer cancel()
 	return h.Shutdown(sctx)
 }
 
-func natsAuth(c Config) []nats.Option {
+func natsAuth(c NATSConfig) []nats.Option {
 	var opts []nats.Option
-	if c.NATSCreds != "" {
-		opts = append(opts, nats.UserCredentials(c.NATSCreds))
+	if c.Creds != "" {
+		opts = append(opts, nats.UserCredentials(c.Creds))
 	}
-	if c.NATSUser != "" {
-		opts = append(opts, nats.UserInfo(c.NATSUser, c.NATSPassword))
+	if c.User != "" {
+		opts = append(opts, nats.UserInfo(c.User, c.Password))
 	}
-	if c.NATSToken != "" {
-		opts = append(opts, nats.Token(c.NATSToken))
+	if c.Token != "" {
+		opts = append(opts, nats.Token(c.Token))
 	}
 	return opts
 }

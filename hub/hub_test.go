@@ -69,7 +69,7 @@ func TestOpsRequireAuthWhenOn(t *testing.T) {
 
 func TestOutboxDrainerInsideHub(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "svc.db")
-	h := startHub(t, hub.Config{OutboxURL: db, Outbox: outbox.Config{PollInterval: 20 * time.Millisecond}})
+	h := startHub(t, hub.Config{Outbox: hub.OutboxConfig{DB: db, Drainer: outbox.Config{PollInterval: 20 * time.Millisecond}}})
 	got := make(chan *facade.EventRecord, 1)
 	unsub, err := h.Bus.Subscribe(t.Context(), "orders.created", "audit", func(_ context.Context, dl facade.Delivery) error {
 		e := dl.Event()
@@ -148,13 +148,13 @@ func TestPortInUseNamesItsSetting(t *testing.T) {
 		cfg  hub.Config
 		want string
 	}{
-		{"ws", hub.Config{WSPort: taken}, "-ws-port, $WS_PORT, server.wsPort"},
-		{"http", hub.Config{HTTPPort: taken}, "-http-port, $HTTP_PORT, server.httpPort"},
-		{"ops", hub.Config{OpsPort: taken}, "-ops-port, $OPS_PORT, server.opsPort"},
-		{"nats", hub.Config{NATSPort: taken}, "-nats-port, $EVENTHUB_NATS_PORT, nats.port"},
+		{"ws", hub.Config{Server: hub.ServerConfig{WSPort: taken}}, "-ws-port, $WS_PORT, server.wsPort"},
+		{"http", hub.Config{Server: hub.ServerConfig{HTTPPort: taken}}, "-http-port, $HTTP_PORT, server.httpPort"},
+		{"ops", hub.Config{Server: hub.ServerConfig{OpsPort: taken}}, "-ops-port, $OPS_PORT, server.opsPort"},
+		{"nats", hub.Config{NATS: hub.NATSConfig{Port: taken}}, "-nats-port, $EVENTHUB_NATS_PORT, nats.port"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.cfg.Memory = true
+			tc.cfg.NATS.Memory = true
 			h, err := hub.Start(t.Context(), tc.cfg)
 			if err == nil {
 				_ = h.Shutdown(t.Context())
@@ -174,7 +174,7 @@ func TestPortInUseNamesItsSetting(t *testing.T) {
 // publish or event-stream path with another method answers 405 with Allow,
 // and a path no endpoint has 404, both in the JSON error shape.
 func TestPublishWrongPathOrMethodIsJSON(t *testing.T) {
-	h := startHub(t, hub.Config{Memory: true})
+	h := startHub(t, hub.Config{NATS: hub.NATSConfig{Memory: true}})
 	for _, port := range []string{"ws", "http"} {
 		base := "http://" + h.Addr(port)
 		for _, tc := range []struct {

@@ -55,5 +55,5 @@ func (h *Hub) startLimits(ctx context.Context) error {
 	if h.limiter == nil {
 		return nil
 	}
-	return h.limiter.Start(ctx, h.Bus.JetStream(), limits.StartConfig{Memory: h.cfg.Memory || h.cfg.Bus.Storage == "memory"})
+	return h.limiter.Start(ctx, h.Bus.JetStream(), limits.StartConfig{Memory: h.cfg.NATS.Memory || h.cfg.Bus.Storage == "memory"})
 }

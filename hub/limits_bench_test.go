@@ -27,8 +27,7 @@ func BenchmarkPublishLimits(b *testing.B) {
 		Quotas: limits.Quotas{Topics: 100, Groups: 100, Subscriptions: 100, Connections: 100},
 	}
 	dialHub := func(lc limits.Config) *client.Client {
-		h, err := hub.Start(b.Context(), hub.Config{Memory: true, NATSPort: -1, OpsPort: -1, HTTPPort: -1,
-			Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}, Limits: lc})
+		h, err := hub.Start(b.Context(), hub.Config{NATS: hub.NATSConfig{Memory: true, Port: -1}, Server: hub.ServerConfig{OpsPort: -1, HTTPPort: -1}, Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}, Limits: lc})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -34,8 +34,7 @@ func mintSubject(t testing.TB, subject string) string {
 }
 
 func limitedHub(t *testing.T, lc limits.Config) *hub.Hub {
-	return startHub(t, hub.Config{Memory: true, NATSPort: -1, OpsPort: -1,
-		Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}, Limits: lc})
+	return startHub(t, hub.Config{NATS: hub.NATSConfig{Memory: true, Port: -1}, Server: hub.ServerConfig{OpsPort: -1}, Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}, Limits: lc})
 }
 
 // TestRateLimitOnEveryWayIn: one principal's bucket is drawn on by its
@@ -153,8 +152,7 @@ func TestConnectionAndTopicQuotasThroughTheGateway(t *testing.T) {
 // TestAccountLimitsOfTheEmbeddedServer: NATS enforces the account's
 // stream limit, and the hub reports it as limit_exceeded.
 func TestAccountLimitsOfTheEmbeddedServer(t *testing.T) {
-	h := startHub(t, hub.Config{Memory: true, NATSPort: -1, OpsPort: -1, WSPort: -1, HTTPPort: -1,
-		Limits: limits.Config{Account: limits.AccountLimits{MaxStreams: 3}}})
+	h := startHub(t, hub.Config{NATS: hub.NATSConfig{Memory: true, Port: -1}, Server: hub.ServerConfig{OpsPort: -1, WSPort: -1, HTTPPort: -1}, Limits: limits.Config{Account: limits.AccountLimits{MaxStreams: 3}}})
 	var err error
 	for i := 0; i < 10 && err == nil; i++ {
 		_, err = h.Bus.Publish(t.Context(), fmt.Sprintf("acct.t%d", i), []byte(`{}`), facade.PublishOptions{})
@@ -176,8 +174,8 @@ func TestLimitsExampleConfigLoads(t *testing.T) {
 	if len(l.Rates) != 3 || l.Quotas.Topics != 50 || len(l.Principals) != 1 || l.Account.MaxStreams != 1000 || l.ConnectionsPerIP != 200 {
 		t.Fatalf("loaded %+v", l)
 	}
-	cfg := fc.Config()
-	cfg.DataDir, cfg.NATSPort, cfg.OpsPort, cfg.WSPort, cfg.HTTPPort = t.TempDir(), -1, -1, 0, -1
+	cfg := fc
+	cfg.NATS.DataDir, cfg.NATS.Port, cfg.Server.OpsPort, cfg.Server.WSPort, cfg.Server.HTTPPort = t.TempDir(), -1, -1, 0, -1
 	h := startHub(t, cfg)
 	if _, err := h.Bus.Publish(t.Context(), "example.t", []byte(`{}`), facade.PublishOptions{}); err != nil {
 		t.Fatal(err)
@@ -188,8 +186,7 @@ func TestLimitsExampleConfigLoads(t *testing.T) {
 // has on the server stops the hub with an error that names the setting and
 // the space there is.
 func TestAccountStorageBeyondTheDisk(t *testing.T) {
-	_, err := hub.Start(t.Context(), hub.Config{DataDir: t.TempDir(), NATSPort: -1, OpsPort: -1, WSPort: -1, HTTPPort: -1,
-		Limits: limits.Config{Account: limits.AccountLimits{MaxStorageBytes: 1 << 60}}})
+	_, err := hub.Start(t.Context(), hub.Config{NATS: hub.NATSConfig{DataDir: t.TempDir(), Port: -1}, Server: hub.ServerConfig{OpsPort: -1, WSPort: -1, HTTPPort: -1}, Limits: limits.Config{Account: limits.AccountLimits{MaxStorageBytes: 1 << 60}}})
 	if err == nil || !strings.Contains(err.Error(), "limits.account.maxStorageBytes is 1.0 EiB") ||
 		!regexp.MustCompile(`the [0-9.]+ [KMGTPE]iB \([0-9]+ bytes\) that were free on the disk of `).MatchString(err.Error()) {
 		t.Fatalf("account storage of 1 EiB: %v, want an error naming limits.account.maxStorageBytes and the free space", err)

@@ -26,8 +26,7 @@ import (
 // rates and scoped/raw, for 1 KiB acknowledged async publishes and for
 // consume+ack.
 func BenchmarkNativeScoped(b *testing.B) {
-	h, err := hub.Start(b.Context(), hub.Config{DataDir: b.TempDir(),
-		Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}})
+	h, err := hub.Start(b.Context(), hub.Config{NATS: hub.NATSConfig{DataDir: b.TempDir()}, Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}})
 	if err != nil {
 		b.Fatal(err)
 	}

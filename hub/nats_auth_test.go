@@ -20,8 +20,8 @@ var secret = []byte("0123456789abcdef0123456789abcdef")
 
 func startHub(t *testing.T, cfg hub.Config) *hub.Hub {
 	t.Helper()
-	if cfg.DataDir == "" {
-		cfg.DataDir = t.TempDir()
+	if cfg.NATS.DataDir == "" {
+		cfg.NATS.DataDir = t.TempDir()
 	}
 	h, err := hub.Start(t.Context(), cfg)
 	if err != nil {
@@ -188,7 +188,7 @@ func TestNativeNATSConnectionEndsWithToken(t *testing.T) {
 }
 
 func TestInsecureListenRefused(t *testing.T) {
-	_, err := hub.Start(t.Context(), hub.Config{DataDir: t.TempDir(), NATSHost: "0.0.0.0"})
+	_, err := hub.Start(t.Context(), hub.Config{NATS: hub.NATSConfig{DataDir: t.TempDir(), Host: "0.0.0.0"}})
 	if !errors.Is(err, hub.ErrInsecureListen) {
 		t.Fatalf("err %v, want ErrInsecureListen", err)
 	}

@@ -74,7 +74,7 @@ func (c *nativeClient) refused(t *testing.T, subject string, call func(ctx conte
 }
 
 func jsHub(t *testing.T) *hub.Hub {
-	return startHub(t, hub.Config{Memory: true, Auth: auth.Config{Token: staticToken, JWT: auth.VerifierConfig{Secret: secret}}})
+	return startHub(t, hub.Config{NATS: hub.NATSConfig{Memory: true}, Auth: auth.Config{Token: staticToken, JWT: auth.VerifierConfig{Secret: secret}}})
 }
 
 func publishN(t *testing.T, h *hub.Hub, topic string, from, n int) {
@@ -429,8 +429,7 @@ func TestNativeJetStreamAdmin(t *testing.T) {
 // topics, a token for one topic reads that topic's last events and joins
 // its hub groups, never the family's other topics.
 func TestNativeJetStreamFamilyStream(t *testing.T) {
-	h := startHub(t, hub.Config{Memory: true, Auth: auth.Config{Token: staticToken, JWT: auth.VerifierConfig{Secret: secret}},
-		Bus: jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "audit.>", Stream: "AUDIT"}}}})
+	h := startHub(t, hub.Config{NATS: hub.NATSConfig{Memory: true}, Auth: auth.Config{Token: staticToken, JWT: auth.VerifierConfig{Secret: secret}}, Bus: jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "audit.>", Stream: "AUDIT"}}}})
 	unsub, err := h.Bus.Subscribe(t.Context(), "audit.login", "g", func(context.Context, facade.Delivery) error {
 		return nil
 	}, facade.SubscribeOptions{})
@@ -476,8 +475,7 @@ func TestNativeJetStreamFamilyStream(t *testing.T) {
 // is one consumer a native client may join when its policy covers the
 // whole pattern, and not with a right on one of its topics.
 func TestNativeJetStreamWildcardGroup(t *testing.T) {
-	h := startHub(t, hub.Config{Memory: true, Auth: auth.Config{Token: staticToken, JWT: auth.VerifierConfig{Secret: secret}},
-		Bus: jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "audit.**", Stream: "AUDIT"}}}})
+	h := startHub(t, hub.Config{NATS: hub.NATSConfig{Memory: true}, Auth: auth.Config{Token: staticToken, JWT: auth.VerifierConfig{Secret: secret}}, Bus: jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "audit.**", Stream: "AUDIT"}}}})
 	unsub, err := h.Bus.Subscribe(t.Context(), "audit.*", "g", func(context.Context, facade.Delivery) error {
 		return nil
 	}, facade.SubscribeOptions{})

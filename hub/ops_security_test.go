@@ -21,7 +21,7 @@ import (
 // actions are refused, while the same action from the hub's own page or
 // from curl goes through.
 func TestAdminRefusesCrossSiteActions(t *testing.T) {
-	h := startHub(t, hub.Config{Memory: true, NATSPort: -1, WSPort: -1})
+	h := startHub(t, hub.Config{NATS: hub.NATSConfig{Memory: true, Port: -1}, Server: hub.ServerConfig{WSPort: -1}})
 	for _, base := range []string{"http://" + h.Addr("ops"), "http://" + h.Addr("http") + "/ops"} {
 		for _, tc := range []struct {
 			name    string
@@ -61,7 +61,7 @@ func TestAdminRefusesCrossSiteActions(t *testing.T) {
 // StaticPolicy holds no scope: no admin API and no /metrics, as natively.
 func TestRestrictedStaticTokenIsNoAdmin(t *testing.T) {
 	const tok = "static-token-0123456789"
-	h := startHub(t, hub.Config{Memory: true, NATSPort: -1, WSPort: -1, Auth: auth.Config{
+	h := startHub(t, hub.Config{NATS: hub.NATSConfig{Memory: true, Port: -1}, Server: hub.ServerConfig{WSPort: -1}, Auth: auth.Config{
 		Token:        tok,
 		StaticPolicy: &acl.Policy{Rules: []acl.Rule{{Effect: acl.EffectAllow, Action: acl.ActionPublish, Topics: []string{"only.this"}}}},
 	}})
@@ -79,7 +79,7 @@ func TestRestrictedStaticTokenIsNoAdmin(t *testing.T) {
 // TestTopicsListsWhatTheTokenMaySee: /topics lists the topics the token
 // may subscribe to, and no stream of others.
 func TestTopicsListsWhatTheTokenMaySee(t *testing.T) {
-	h := startHub(t, hub.Config{Memory: true, NATSPort: -1, WSPort: -1, Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}})
+	h := startHub(t, hub.Config{NATS: hub.NATSConfig{Memory: true, Port: -1}, Server: hub.ServerConfig{WSPort: -1}, Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}})
 	for _, topic := range []string{"secret.payroll", "open.news"} {
 		if _, err := h.Bus.Publish(t.Context(), topic, json.RawMessage(`1`), facade.PublishOptions{}); err != nil {
 			t.Fatal(err)
@@ -94,7 +94,7 @@ func TestTopicsListsWhatTheTokenMaySee(t *testing.T) {
 // TestSSEOnTheHTTPPort: GET /sse/{topic} is served on the HTTP port too,
 // as docs/protocol.md shows it.
 func TestSSEOnTheHTTPPort(t *testing.T) {
-	h := startHub(t, hub.Config{Memory: true, NATSPort: -1, WSPort: -1})
+	h := startHub(t, hub.Config{NATS: hub.NATSConfig{Memory: true, Port: -1}, Server: hub.ServerConfig{WSPort: -1}})
 	if _, err := h.Bus.Publish(t.Context(), "sse.t", json.RawMessage(`1`), facade.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}

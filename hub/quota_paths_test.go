@@ -26,10 +26,7 @@ import (
 // declare. CURSOR creates nothing: a cursor of a group that does not exist
 // is not_found.
 func TestEveryCreationCountsAgainstTheQuotas(t *testing.T) {
-	h := startHub(t, hub.Config{Memory: true, NATSPort: -1,
-		Auth:   auth.Config{JWT: auth.VerifierConfig{Secret: secret}},
-		Bus:    jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "qfam.>", Stream: "QFAM"}}},
-		Limits: limits.Config{Quotas: limits.Quotas{Topics: 1, Groups: 1}}})
+	h := startHub(t, hub.Config{NATS: hub.NATSConfig{Memory: true, Port: -1}, Auth: auth.Config{JWT: auth.VerifierConfig{Secret: secret}}, Bus: jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "qfam.>", Stream: "QFAM"}}}, Limits: limits.Config{Quotas: limits.Quotas{Topics: 1, Groups: 1}}})
 	ctx := t.Context()
 	tok, err := auth.MintHS256(secret, auth.MintClaims{Subject: "quinn", Scopes: []string{"publish:**", "subscribe:**", "admin"}, TTL: time.Hour}, time.Now())
 	if err != nil {

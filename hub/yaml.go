@@ -11,7 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// The configuration file's YAML, written and checked by walking the File
+// The configuration file's YAML, written and checked by walking the Config
 // struct: its yaml tags name the keys, so the keys that are read, written,
 // listed in the example and refused when unknown are the same.
 
@@ -193,6 +193,9 @@ func scalar(v reflect.Value) string {
 	case reflect.Float32, reflect.Float64:
 		return strconv.FormatFloat(v.Float(), 'g', -1, 64)
 	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Uint8 { // a secret
+			return scalar(reflect.ValueOf(string(v.Bytes())))
+		}
 		items := make([]string, v.Len())
 		for i := range items {
 			items[i] = scalar(v.Index(i))

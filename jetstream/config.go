@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/eventhub/eventhub/facade"
 )
@@ -118,21 +115,6 @@ type TopicConfig struct {
 	// Compaction keeps only the newest event per key; publishing without a
 	// key is refused with ErrKeyRequired.
 	Compaction bool `yaml:"compaction"`
-}
-
-// LoadConfigFile reads a YAML (or JSON) file holding a Config.
-func LoadConfigFile(path string) (Config, error) {
-	var c Config
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return c, fmt.Errorf("read config: %w", err)
-	}
-	dec := yaml.NewDecoder(strings.NewReader(string(b)))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return c, fmt.Errorf("parse config %s: %w", path, err)
-	}
-	return c, c.Validate()
 }
 
 // Validate reports the first invalid setting.

@@ -319,16 +319,6 @@ func TestConfigValidate(t *testing.T) {
 		!strings.Contains(err.Error(), "last segment") || !strings.Contains(err.Error(), `"a.**"`) {
 		t.Fatalf("** before the end: %v, want an error naming the last-segment rule and the family a.**", err)
 	}
-	path := t.TempDir() + "/topics.yaml"
-	os.WriteFile(path, []byte("topics:\n  - pattern: process.state\n    compaction: true\n  - pattern: heartbeat.received\n    retentionDays: 3\n"), 0o644)
-	c, err := jetstream.LoadConfigFile(path)
-	if err != nil || len(c.Topics) != 2 || !c.Topics[0].Compaction || c.Topics[1].RetentionDays != 3 {
-		t.Fatalf("loaded %+v, %v", c, err)
-	}
-	os.WriteFile(path, []byte("topics:\n  - pattern: a\n    compacton: true\n"), 0o644)
-	if _, err := jetstream.LoadConfigFile(path); err == nil {
-		t.Fatal("a misspelt field was accepted")
-	}
 }
 
 // TestAfterIDLeavesNoConsumer: resolving an id must not leave server-side

@@ -19,7 +19,7 @@ import (
 // summary counts what was published and consumed, and the progress lines
 // come out on stderr.
 func TestBenchAgainstEmbeddedHub(t *testing.T) {
-	h, err := hub.Start(t.Context(), hub.Config{Memory: true, NATSPort: 0})
+	h, err := hub.Start(t.Context(), hub.Config{NATS: hub.NATSConfig{Memory: true, Port: 0}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestBenchAgainstEmbeddedHub(t *testing.T) {
 
 func startHubWithToken(t *testing.T) *hub.Hub {
 	t.Helper()
-	h, err := hub.Start(t.Context(), hub.Config{Memory: true, NATSPort: -1, Auth: auth.Config{Token: "static-token-0123456789"}})
+	h, err := hub.Start(t.Context(), hub.Config{NATS: hub.NATSConfig{Memory: true, Port: -1}, Auth: auth.Config{Token: "static-token-0123456789"}})
 	if err != nil {
 		t.Fatal(err)
 	}

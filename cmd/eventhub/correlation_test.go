@@ -23,7 +23,7 @@ import (
 // lower-cased), over WebSocket and through the Go client is found by
 // /replay?correlationId= and eventhub export -correlation-id.
 func TestCorrelationIDFoundWhateverTheWayIn(t *testing.T) {
-	h, err := hub.Start(t.Context(), hub.Config{Memory: true, NATSPort: 0})
+	h, err := hub.Start(t.Context(), hub.Config{NATS: hub.NATSConfig{Memory: true, Port: 0}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,20 +53,20 @@ projector: {states: proc.state}
 		errText string
 	}{
 		{name: "defaults", check: func(t *testing.T, c hub.Config) {
-			if c.NATSURL != "" || c.NATSHost != "127.0.0.1" || c.NATSPort != 4222 || c.DataDir != "data" || c.Sync != "default" || c.Auth.NativeScoped {
+			if c.NATS.URL != "" || c.NATS.Host != "127.0.0.1" || c.NATS.Port != 4222 || c.NATS.DataDir != "data" || c.NATS.Sync != "default" || c.Auth.NativeScoped {
 				t.Fatalf("defaults %+v", c)
 			}
 		}},
 		{name: "environment", env: map[string]string{"NATS_URL": "nats://n:4222", "EVENTHUB_SYNC": "always", "EVENTHUB_MEMORY": "true"},
 			check: func(t *testing.T, c hub.Config) {
-				if c.NATSURL != "nats://n:4222" || c.Sync != "always" || !c.Memory {
+				if c.NATS.URL != "nats://n:4222" || c.NATS.Sync != "always" || !c.NATS.Memory {
 					t.Fatalf("env not applied: %+v", c)
 				}
 			}},
 		{name: "flag beats environment", args: []string{"-data-dir", "/x"}, env: map[string]string{"EVENTHUB_DATA_DIR": "/y"},
 			check: func(t *testing.T, c hub.Config) {
-				if c.DataDir != "/x" {
-					t.Fatalf("data dir %q", c.DataDir)
+				if c.NATS.DataDir != "/x" {
+					t.Fatalf("data dir %q", c.NATS.DataDir)
 				}
 			}},
 		{name: "native scoped clients", args: []string{"-native-scoped-clients"}, check: func(t *testing.T, c hub.Config) {
@@ -79,32 +79,44 @@ projector: {states: proc.state}
 				t.Fatal("EVENTHUB_NATIVE_SCOPED_CLIENTS not applied")
 			}
 		}},
+		{name: "jwt secret", args: []string{"-jwt-secret", "flag-jwt-secret-0123456789-0123456789"}, env: map[string]string{"JWT_SECRET": "env-jwt-secret-0123456789-0123456789"},
+			check: func(t *testing.T, c hub.Config) {
+				if string(c.Auth.JWT.Secret) != "flag-jwt-secret-0123456789-0123456789" {
+					t.Fatalf("jwt secret %q", c.Auth.JWT.Secret)
+				}
+			}},
+		{name: "jwt secret from the environment", env: map[string]string{"JWT_SECRET": "env-jwt-secret-0123456789-0123456789"},
+			check: func(t *testing.T, c hub.Config) {
+				if string(c.Auth.JWT.Secret) != "env-jwt-secret-0123456789-0123456789" {
+					t.Fatalf("jwt secret %q", c.Auth.JWT.Secret)
+				}
+			}},
 		{name: "nats port open beyond loopback", args: []string{"-nats-host", "0.0.0.0"}, wantErr: hub.ErrInsecureListen},
 		{name: "bad sync", args: []string{"-sync", "sometimes"}, errText: "-sync, $EVENTHUB_SYNC"},
 		{name: "bad log level", args: []string{"-log-level", "loud"}, errText: "-log-level, $LOG_LEVEL"},
 		{name: "stray argument", args: []string{"extra"}, errText: "unexpected arguments"},
 		{name: "missing config file", args: []string{"-config", "/nonexistent.yaml"}, errText: "read config"},
 		{name: "config file", args: []string{"-config", configFile}, check: func(t *testing.T, c hub.Config) {
-			if c.DataDir != "/from-file" || c.WSPort != 9000 || c.Gateway.MaxInflightPerSub != 7 || c.Outbox.BatchSize != 50 ||
-				c.Ops.MaxConcurrentReplays != 2 || c.Metrics.MaxTopics != 10 || c.ProjectorConfig.States != "proc.state" {
+			if c.NATS.DataDir != "/from-file" || c.Server.WSPort != 9000 || c.Gateway.MaxInflightPerSub != 7 || c.Outbox.Drainer.BatchSize != 50 ||
+				c.Ops.MaxConcurrentReplays != 2 || c.Metrics.MaxTopics != 10 || c.Projector.Projector.States != "proc.state" {
 				t.Fatalf("file not applied: %+v", c)
 			}
 		}},
 		{name: "config file from the environment", env: map[string]string{"EVENTHUB_CONFIG": configFile}, check: func(t *testing.T, c hub.Config) {
-			if c.DataDir != "/from-file" {
-				t.Fatalf("data dir %q", c.DataDir)
+			if c.NATS.DataDir != "/from-file" {
+				t.Fatalf("data dir %q", c.NATS.DataDir)
 			}
 		}},
 		{name: "environment beats file", args: []string{"-config", configFile}, env: map[string]string{"WS_PORT": "9001"},
 			check: func(t *testing.T, c hub.Config) {
-				if c.WSPort != 9001 || c.DataDir != "/from-file" {
-					t.Fatalf("ws port %d, data dir %q", c.WSPort, c.DataDir)
+				if c.Server.WSPort != 9001 || c.NATS.DataDir != "/from-file" {
+					t.Fatalf("ws port %d, data dir %q", c.Server.WSPort, c.NATS.DataDir)
 				}
 			}},
 		{name: "flag beats file and environment", args: []string{"-ws-port", "9002", "-config=" + configFile}, env: map[string]string{"WS_PORT": "9001"},
 			check: func(t *testing.T, c hub.Config) {
-				if c.WSPort != 9002 {
-					t.Fatalf("ws port %d", c.WSPort)
+				if c.Server.WSPort != 9002 {
+					t.Fatalf("ws port %d", c.Server.WSPort)
 				}
 			}},
 		{name: "unknown key in the file", args: []string{"-config", badKeyFile}, wantErr: hub.ErrUnknownKey, errText: "gateway.maxInflight"},
@@ -113,8 +125,7 @@ projector: {states: proc.state}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			file, err := parseServe(tc.args, env(tc.env), &stderr)
-			c := file.Config()
+			c, err := parseServe(tc.args, env(tc.env), &stderr)
 			switch {
 			case tc.wantErr != nil:
 				if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.errText) {
@@ -245,7 +256,7 @@ func TestTokenMintsEveryDocumentedScope(t *testing.T) {
 
 func TestExportFromStoppedHubDataDir(t *testing.T) {
 	dir := t.TempDir()
-	h, err := hub.Start(t.Context(), hub.Config{DataDir: dir, NATSPort: -1, OpsPort: -1})
+	h, err := hub.Start(t.Context(), hub.Config{NATS: hub.NATSConfig{DataDir: dir, Port: -1}, Server: hub.ServerConfig{OpsPort: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}

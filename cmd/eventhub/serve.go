@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/hub"
 )
 
@@ -21,6 +22,7 @@ type flags struct {
 	fs     *flag.FlagSet
 	getenv func(string) string
 	errs   []error
+	parsed []func() // run once the flags are parsed
 }
 
 func newFlags(fs *flag.FlagSet, getenv func(string) string) *flags {
@@ -33,7 +35,13 @@ func (f *flags) parse(args []string) error {
 	if len(f.errs) > 0 {
 		return errors.Join(f.errs...)
 	}
-	return f.fs.Parse(args)
+	if err := f.fs.Parse(args); err != nil {
+		return err
+	}
+	for _, fn := range f.parsed {
+		fn()
+	}
+	return nil
 }
 
 // env returns the named variable and whether it is set to something.
@@ -64,6 +72,14 @@ func (f *flags) secret(p *string, name, env, def, help string) {
 	}
 	f.fs.StringVar(p, name, "", help+" ($"+env+")"+note)
 	*p = def // after StringVar, so that -h shows no default
+}
+
+// secretBytes binds a secret flag, as secret does, to a key held as bytes;
+// *p is set when the flags are parsed.
+func (f *flags) secretBytes(p *auth.Secret, name, env, help string) {
+	s := new(string)
+	f.secret(s, name, env, string(*p), help)
+	f.parsed = append(f.parsed, func() { *p = auth.Secret(*s) })
 }
 
 // urls binds a flag of comma-separated URLs: -h shows its default with the
@@ -143,12 +159,12 @@ func defaultNote(def string) string {
 // environment variable, which wins over the file, which wins over the
 // defaults (each flag's default is the value so far). The file is named by
 // -config or $EVENTHUB_CONFIG.
-func parseServe(args []string, getenv func(string) string, stderr io.Writer) (hub.File, error) {
+func parseServe(args []string, getenv func(string) string, stderr io.Writer) (hub.Config, error) {
 	// A first pass finds -config; its errors are the second pass's to report.
-	scratch := hub.DefaultFile()
+	scratch := hub.DefaultConfig()
 	fs, _, configFile := serveFlags(&scratch, getenv, io.Discard)
 	_ = fs.Parse(args)
-	file := hub.DefaultFile()
+	file := hub.DefaultConfig()
 	if *configFile != "" {
 		loaded, err := hub.LoadFile(*configFile)
 		if err != nil {
@@ -169,7 +185,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (hu
 // serveFlags binds the flags of eventhub serve (and eventhub config) to
 // file's fields; each flag's default is the field's value, or its
 // environment variable when that is set.
-func serveFlags(file *hub.File, getenv func(string) string, out io.Writer) (*flag.FlagSet, *flags, *string) {
+func serveFlags(file *hub.Config, getenv func(string) string, out io.Writer) (*flag.FlagSet, *flags, *string) {
 	fs := flag.NewFlagSet("eventhub serve", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() {
@@ -202,26 +218,22 @@ func serveFlags(file *hub.File, getenv func(string) string, out io.Writer) (*fla
 	f.urls(&file.Outbox.DB, "outbox-db", "OUTBOX_DB_URL", file.Outbox.DB, "run an outbox drainer on this database (postgres://… or a SQLite file)")
 	a := &file.Auth
 	f.secret(&a.Token, "ws-token", "WS_TOKEN", a.Token, "static token (at least 16 characters) that grants everything, for WS, HTTP and native NATS clients")
-	f.secret(&a.JWT.Secret, "jwt-secret", "JWT_SECRET", a.JWT.Secret, "HS256 secret (at least 32 bytes) of accepted JWTs")
+	f.secretBytes(&a.JWT.Secret, "jwt-secret", "JWT_SECRET", "HS256 secret (at least 32 bytes) of accepted JWTs")
 	f.str(&a.JWT.JWKSURL, "jwt-jwks-url", "JWT_JWKS_URL", a.JWT.JWKSURL, "JWKS URL of the keys of accepted RS256/ES256/EdDSA JWTs")
 	f.str(&a.JWT.Audience, "jwt-aud", "JWT_AUD", a.JWT.Audience, "required JWT audience")
 	f.str(&a.JWT.Issuer, "jwt-iss", "JWT_ISS", a.JWT.Issuer, "required JWT issuer")
 	f.dur(&a.JWT.Leeway, "jwt-leeway", "JWT_LEEWAY", a.JWT.Leeway, "clock leeway for exp/nbf")
-	f.bool(&a.NativeScopedClients, "native-scoped-clients", "EVENTHUB_NATIVE_SCOPED_CLIENTS", a.NativeScopedClients, "put native NATS clients with scoped tokens in one shared account: faster, but see the README's NATS clients section before turning it on")
+	f.bool(&a.NativeScoped, "native-scoped-clients", "EVENTHUB_NATIVE_SCOPED_CLIENTS", a.NativeScoped, "put native NATS clients with scoped tokens in one shared account: faster, but see the README's NATS clients section before turning it on")
 	f.str(&file.Log.Level, "log-level", "LOG_LEVEL", file.Log.Level, "debug, info, warn or error")
 	f.str(&file.Log.Format, "log-format", "LOG_FORMAT", file.Log.Format, "text or json")
 	return fs, f, &configFile
 }
 
-// hubConfig is the hub configuration of file, with its logger.
-func hubConfig(file hub.File, stderr io.Writer) (hub.Config, *slog.Logger, error) {
-	log, err := newLogger(stderr, file.Log.Level, file.Log.Format)
-	if err != nil {
-		return hub.Config{}, nil, err
-	}
-	c := file.Config()
+// withLogger returns c with the logger its log section describes.
+func withLogger(c hub.Config, stderr io.Writer) (hub.Config, error) {
+	log, err := newLogger(stderr, c.Log.Level, c.Log.Format)
 	c.Logger = log
-	return c, log, nil
+	return c, err
 }
 
 // configCmd prints the configuration eventhub serve would run with the same
@@ -240,11 +252,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err != nil {
 		return err
 	}
-	c, log, err := hubConfig(file, stderr)
+	c, err := withLogger(file, stderr)
 	if err != nil {
 		return err
 	}
-	log.Info("eventhub starting", "version", version())
+	c.Logger.Info("eventhub starting", "version", version())
 	return hub.Run(ctx, c)
 }
 

@@ -22,8 +22,7 @@ import (
 func TestTopicsCreate(t *testing.T) {
 	secret := []byte("0123456789abcdef0123456789abcdef")
 	const static = "static-token-0123456789"
-	h, err := hub.Start(t.Context(), hub.Config{DataDir: t.TempDir(), Memory: true, OpsPort: -1, WSPort: -1, HTTPPort: -1,
-		Auth: auth.Config{Token: static, JWT: auth.VerifierConfig{Secret: secret}}})
+	h, err := hub.Start(t.Context(), hub.Config{NATS: hub.NATSConfig{DataDir: t.TempDir(), Memory: true}, Server: hub.ServerConfig{OpsPort: -1, WSPort: -1, HTTPPort: -1}, Auth: auth.Config{Token: static, JWT: auth.VerifierConfig{Secret: secret}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,12 +72,12 @@ func TestTopicsCreate(t *testing.T) {
 // the hub needs a token or not, and creates nothing.
 func TestTopicsCreateRefusesAMissingToken(t *testing.T) {
 	const static = "static-token-0123456789"
-	open, err := hub.Start(t.Context(), hub.Config{Memory: true, OpsPort: -1, WSPort: -1, HTTPPort: -1})
+	open, err := hub.Start(t.Context(), hub.Config{NATS: hub.NATSConfig{Memory: true}, Server: hub.ServerConfig{OpsPort: -1, WSPort: -1, HTTPPort: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = open.Shutdown(context.Background()) })
-	closed, err := hub.Start(t.Context(), hub.Config{Memory: true, OpsPort: -1, WSPort: -1, HTTPPort: -1, Auth: auth.Config{Token: static}})
+	closed, err := hub.Start(t.Context(), hub.Config{NATS: hub.NATSConfig{Memory: true}, Server: hub.ServerConfig{OpsPort: -1, WSPort: -1, HTTPPort: -1}, Auth: auth.Config{Token: static}})
 	if err != nil {
 		t.Fatal(err)
 	}
