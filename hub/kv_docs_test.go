@@ -79,7 +79,7 @@ func docCurl(t *testing.T, page, marker string, vars map[string]string, base str
 // against a hub: each stores a tombstone, after which the key has no value.
 func TestKeyDeleteDocCommands(t *testing.T) {
 	const token = "s3cret-static-token-for-docs"
-	h := startHub(t, hub.Config{Memory: true, NATSPort: -1, Auth: auth.Config{Token: token}})
+	h := startHub(t, hub.Config{NATS: hub.NATSConfig{Memory: true, Port: -1}, Auth: auth.Config{Token: token}})
 	ops := "http://" + h.Addr("ops")
 	for _, tc := range []struct {
 		page, marker, key string
