@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,8 @@ import (
 // figures are the client's alone:
 //
 //	go test -run XXX -bench FollowDelivered -benchtime 1x ./client/
+//
+// EVENTHUB_FOLLOW_PROFILE names a file for a CPU profile of the child.
 //
 // Metrics: client-µs/event (CPU per delivered event, user + system),
 // allocs/event and events/s (deliveries over all connections).
@@ -194,6 +197,17 @@ func followClients(spec followSpec) followResult {
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
 	cpu0 := cpuTime()
+	if path := os.Getenv("EVENTHUB_FOLLOW_PROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return followResult{Err: err.Error()}
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return followResult{Err: err.Error()}
+		}
+		defer pprof.StopCPUProfile()
+	}
 	fmt.Println("ready")
 	select {
 	case <-done:
