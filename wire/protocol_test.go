@@ -318,17 +318,19 @@ func decodeSlow(data []byte, f *Frame) error {
 	return checkUTF8(data, f)
 }
 
-// normalize compacts the raw JSON fields (encoding compacts them).
+// normalize compacts the raw JSON fields and escapes <, > and & in them
+// (encoding does both).
 func normalize(f *Frame) {
 	c := func(r json.RawMessage) json.RawMessage {
 		if r == nil {
 			return nil
 		}
-		var b bytes.Buffer
+		var b, h bytes.Buffer
 		if err := json.Compact(&b, r); err != nil {
 			return r
 		}
-		return b.Bytes()
+		json.HTMLEscape(&h, b.Bytes())
+		return h.Bytes()
 	}
 	f.Payload, f.Opts = c(f.Payload), c(f.Opts)
 	if e := f.Event; e != nil {
