@@ -5,7 +5,6 @@ import (
 	"errors"
 	"slices"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/eventjson"
@@ -271,14 +270,12 @@ func plainString(data []byte, i int) (a, b int, ok bool) {
 	if i >= len(data) || data[i] != '"' {
 		return 0, 0, false
 	}
-	for j := i + 1; j < len(data); j++ {
-		c := data[j]
-		switch {
-		case c == '"':
-			return i + 1, j, true
-		case c < 0x20 || c == '\\' || c >= utf8.RuneSelf:
-			return 0, 0, false
-		}
+	j := i + 1
+	for j < len(data) && plainByte[data[j]] {
+		j++
+	}
+	if j < len(data) && data[j] == '"' {
+		return i + 1, j, true
 	}
 	return 0, 0, false
 }

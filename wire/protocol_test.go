@@ -386,3 +386,37 @@ func FuzzEncodeEvent(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDecodeEvent: decoding an EVENT frame with a 128-byte payload,
+// live and in a group, with the fast path and with encoding/json.
+func BenchmarkDecodeEvent(b *testing.B) {
+	e := &facade.EventRecord{ID: "0190f0e0-0000-7000-8000-000000000001", TS: 1700000000000, Topic: "metrics.host",
+		Payload: json.RawMessage(`{"host":"bench","name":"stt","pid":1234,"cpu_pct":12.5,"mem_mb":210.25,"pad":"` + strings.Repeat("x", 41) + `"}`), Seq: 12345}
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+	}{
+		{"live", AppendLiveEvent(nil, e)},
+		{"group", AppendEvent(nil, e.Topic, "g", e, 1, 30000)},
+	} {
+		b.Run(tc.name+"/fast", func(b *testing.B) {
+			b.ReportAllocs()
+			var f Frame
+			for b.Loop() {
+				if err := Decode(tc.frame, &f); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(tc.name+"/encoding-json", func(b *testing.B) {
+			b.ReportAllocs()
+			var f Frame
+			for b.Loop() {
+				f = Frame{}
+				if err := decodeSlow(tc.frame, &f); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -129,6 +129,12 @@ func skipSpace(data []byte, i int) int {
 // index after it.
 func scanString(data []byte, i int) (int, bool) {
 	for i++; i < len(data); {
+		for i < len(data) && plainByte[data[i]] {
+			i++
+		}
+		if i == len(data) {
+			break
+		}
 		c := data[i]
 		switch {
 		case c == '"':
@@ -167,6 +173,15 @@ func scanString(data []byte, i int) (int, bool) {
 	}
 	return 0, false
 }
+
+// plainByte marks the bytes a string holds as they are: ASCII but for
+// control characters, '"' and '\\'. Read only.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func isHex(c byte) bool {
 	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
