@@ -412,7 +412,8 @@ func newConn(c *Client, ws *websocket.Conn, gen uint64) *conn {
 		pending: make(map[string]chan *wire.Frame),
 		dead:    make(chan struct{}),
 	}
-	idle := c.cfg.IdleTimeout
+	// The read deadline is idle + idle/16 after a frame; see read.
+	idle := c.cfg.IdleTimeout + c.cfg.IdleTimeout/16
 	_ = ws.SetReadDeadline(time.Now().Add(idle))
 	ws.SetPingHandler(func(data string) error {
 		_ = ws.SetReadDeadline(time.Now().Add(idle))
@@ -463,11 +464,11 @@ func (cn *conn) wait() { cn.wg.Wait() }
 func (cn *conn) read() {
 	idle := cn.c.cfg.IdleTimeout
 	// The read deadline moves at most every idle/16, to idle + idle/16
-	// after the frame that moved it: a connection is dropped between idle
-	// and idle + idle/16 after its last frame, without a timer update on
-	// every frame.
+	// after the frame that moved it (pings move it too): a connection is
+	// dropped between idle and idle + idle/16 after its last frame, without
+	// a timer update on every frame.
 	slack := idle / 16
-	refreshed := time.Now()
+	var refreshed time.Time
 	var buf bytes.Buffer // reused: decoded frames do not alias it
 	var scratch wire.Frame
 	for {
