@@ -242,12 +242,9 @@ func isGone(err error) bool {
 }
 
 // dispatch runs on the connection's reader goroutine: it starts the
-// handler of one EVENT and never blocks.
+// handler of one EVENT of a group (read hands live ones to deliverLive)
+// and never blocks.
 func (c *Client) dispatch(cn *conn, f *wire.Frame) {
-	if f.Group == "" && f.Event != nil {
-		c.deliverLive(f.Topic, f.Event)
-		return
-	}
 	if f.Event == nil || f.Ctx == nil {
 		c.log.Warn("EVENT without event or ctx", "topic", f.Topic, "group", f.Group)
 		return
