@@ -412,7 +412,8 @@ func newConn(c *Client, ws *websocket.Conn, gen uint64) *conn {
 		pending: make(map[string]chan *wire.Frame),
 		dead:    make(chan struct{}),
 	}
-	idle := c.cfg.IdleTimeout
+	// The read deadline is idle + idle/16 after a frame; see read.
+	idle := c.cfg.IdleTimeout + c.cfg.IdleTimeout/16
 	_ = ws.SetReadDeadline(time.Now().Add(idle))
 	ws.SetPingHandler(func(data string) error {
 		_ = ws.SetReadDeadline(time.Now().Add(idle))
@@ -462,7 +463,14 @@ func (cn *conn) wait() { cn.wg.Wait() }
 
 func (cn *conn) read() {
 	idle := cn.c.cfg.IdleTimeout
+	// The read deadline moves at most every idle/16, to idle + idle/16
+	// after the frame that moved it (pings move it too): a connection is
+	// dropped between idle and idle + idle/16 after its last frame, without
+	// a timer update on every frame.
+	slack := idle / 16
+	var refreshed time.Time
 	var buf bytes.Buffer // reused: decoded frames do not alias it
+	var scratch wire.Frame
 	for {
 		_, r, err := cn.ws.NextReader()
 		if err == nil {
@@ -477,12 +485,21 @@ func (cn *conn) read() {
 		if buf.Cap() > 1<<20 {
 			buf = bytes.Buffer{}
 		}
-		_ = cn.ws.SetReadDeadline(time.Now().Add(idle))
-		f := new(wire.Frame)
-		if err := wire.Decode(data, f); err != nil {
+		if now := time.Now(); now.Sub(refreshed) >= slack {
+			refreshed = now
+			_ = cn.ws.SetReadDeadline(now.Add(idle + slack))
+		}
+		if err := wire.Decode(data, &scratch); err != nil {
 			cn.c.log.Warn("undecodable frame from gateway", "err", err)
 			continue
 		}
+		if scratch.Op == wire.OpEvent && scratch.Group == "" && scratch.Event != nil {
+			// A live event: only its record outlives this frame.
+			cn.c.deliverLive(scratch.Topic, scratch.Event)
+			continue
+		}
+		f := new(wire.Frame)
+		*f = scratch
 		switch f.Op {
 		case wire.OpOK, wire.OpErr:
 			if f.Corr == "" {

@@ -33,7 +33,8 @@ type Config struct {
 	// WriteTimeout bounds each write to the gateway (default 10s).
 	WriteTimeout time.Duration
 	// IdleTimeout drops a connection on which nothing, not even a ping,
-	// arrived for this long (default 75s: three of the gateway's pings).
+	// arrived for this long, or up to a sixteenth longer (default 75s:
+	// three of the gateway's pings).
 	IdleTimeout time.Duration
 	// ReconnectMin and ReconnectMax bound the reconnect backoff (defaults
 	// 100ms and 5s; the delay doubles, with jitter).

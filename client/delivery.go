@@ -67,7 +67,9 @@ func (d *delivery) settle(ctx context.Context, op, reason string, wait bool) err
 		return fmt.Errorf("%w: the subscription of %s/%s ended and %s was handed back", facade.ErrClosed, d.f.Topic, d.f.Group, d.f.Event.ID)
 	}
 	if !wait {
-		b := wire.AppendAck(nil, op, "", d.f.Topic, d.f.Group, d.f.Event.ID, d.f.Ctx.Attempt, reason, 0)
+		// Sized for the frame, so that it is one allocation.
+		b := make([]byte, 0, 80+len(d.f.Topic)+len(d.f.Group)+len(d.f.Event.ID)+2*len(reason))
+		b = wire.AppendAck(b, op, "", d.f.Topic, d.f.Group, d.f.Event.ID, d.f.Ctx.Attempt, reason, 0)
 		if err := d.cn.send(ctx, b); err != nil {
 			d.s.c.log.Debug("ack not sent", "id", d.f.Event.ID, "err", err)
 			return d.leaseEnded(err)

@@ -242,17 +242,9 @@ func isGone(err error) bool {
 }
 
 // dispatch runs on the connection's reader goroutine: it starts the
-// handler of one EVENT and never blocks.
+// handler of one EVENT of a group (read hands live ones to deliverLive)
+// and never blocks.
 func (c *Client) dispatch(cn *conn, f *wire.Frame) {
-	if f.Group == "" && f.Event != nil {
-		c.mu.Lock()
-		l := c.lives[f.Topic]
-		c.mu.Unlock()
-		if l != nil {
-			l.deliver(f.Event)
-		}
-		return
-	}
 	if f.Event == nil || f.Ctx == nil {
 		c.log.Warn("EVENT without event or ctx", "topic", f.Topic, "group", f.Group)
 		return
@@ -285,6 +277,17 @@ func (c *Client) dispatch(cn *conn, f *wire.Frame) {
 		go s.work()
 	}
 	s.mu.Unlock()
+}
+
+// deliverLive hands a live EVENT of topic to its follower, on the
+// connection's reader goroutine.
+func (c *Client) deliverLive(topic string, e *facade.EventRecord) {
+	c.mu.Lock()
+	l := c.lives[topic]
+	c.mu.Unlock()
+	if l != nil {
+		l.deliver(e)
+	}
 }
 
 // work runs handlers for queued events, oldest first, and exits when the

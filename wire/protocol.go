@@ -5,7 +5,6 @@ import (
 	"errors"
 	"slices"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/eventjson"
@@ -142,7 +141,12 @@ type EventContext struct {
 // does not alias data.
 func Decode(data []byte, f *Frame) error {
 	*f = Frame{}
-	if !decodeFlat(data, f) && !decodeEvent(data, f) {
+	ok := decodeEvent(data, f)
+	if !ok {
+		*f = Frame{}
+		ok = decodeFlat(data, f)
+	}
+	if !ok {
 		*f = Frame{}
 		if err := decodeJSON(data, f); err != nil {
 			return err
@@ -278,14 +282,12 @@ func plainString(data []byte, i int) (a, b int, ok bool) {
 	if i >= len(data) || data[i] != '"' {
 		return 0, 0, false
 	}
-	for j := i + 1; j < len(data); j++ {
-		c := data[j]
-		switch {
-		case c == '"':
-			return i + 1, j, true
-		case c < 0x20 || c == '\\' || c >= utf8.RuneSelf:
-			return 0, 0, false
-		}
+	j := i + 1
+	for j < len(data) && plainByte[data[j]] {
+		j++
+	}
+	if j < len(data) && data[j] == '"' {
+		return i + 1, j, true
 	}
 	return 0, 0, false
 }
@@ -333,7 +335,8 @@ func expect(data []byte, i int, lit string) (int, bool) {
 	return i + len(lit), true
 }
 
-// decodeEvent decodes an EVENT frame in the layout of AppendEvent.
+// decodeEvent decodes an EVENT frame in the layout of AppendEvent, or of
+// AppendLiveEvent (no group, no ctx).
 func decodeEvent(data []byte, f *Frame) bool {
 	i, ok := expect(data, 0, `{"op":"EVENT","topic":`)
 	if !ok {
@@ -343,11 +346,12 @@ func decodeEvent(data []byte, f *Frame) bool {
 	if f.Topic, i, ok = stringField(data, i); !ok {
 		return false
 	}
-	if i, ok = expect(data, i, `,"group":`); !ok {
-		return false
-	}
-	if f.Group, i, ok = stringField(data, i); !ok {
-		return false
+	live := true
+	if j, ok := expect(data, i, `,"group":`); ok {
+		live = false
+		if f.Group, i, ok = stringField(data, j); !ok {
+			return false
+		}
 	}
 	if i, ok = expect(data, i, `,"event":{"id":`); !ok {
 		return false
@@ -371,8 +375,14 @@ func decodeEvent(data []byte, f *Frame) bool {
 	if i, ok = expect(data, i, `,"topic":`); !ok {
 		return false
 	}
-	if e.Topic, i, ok = stringField(data, i); !ok {
+	// The event's topic is the frame's but for wildcard subscriptions:
+	// share the string then.
+	a, b, ok := plainString(data, i)
+	if !ok {
 		return false
+	}
+	if e.Topic, i = f.Topic, b+1; string(data[a:b]) != f.Topic {
+		e.Topic = string(data[a:b])
 	}
 	if j, ok := expect(data, i, `,"key":`); ok {
 		if e.Key, i, ok = stringField(data, j); !ok {
@@ -416,8 +426,8 @@ func decodeEvent(data []byte, f *Frame) bool {
 	if i, ok = expect(data, i, `,"payload":`); !ok {
 		return false
 	}
-	end, ok := skipValue(data, i)
-	if !ok || !json.Valid(data[i:end]) {
+	end, ok := scanValue(data, i)
+	if !ok {
 		return false
 	}
 	e.Payload = append(json.RawMessage(nil), data[i:end]...)
@@ -442,15 +452,22 @@ func decodeEvent(data []byte, f *Frame) bool {
 		}
 		e.Seq = uint64(v)
 	}
+	if j, ok := expect(data, i, `,"deleted":true`); ok {
+		e.Deleted, i = true, j
+	}
+	if live {
+		i, ok = expect(data, i, "}}")
+		return ok && i == len(data)
+	}
 	if i, ok = expect(data, i, `},"ctx":{"attempt":`); !ok {
 		return false
 	}
 	f.Ctx = new(EventContext)
-	var a int64
-	if a, i, ok = intField(data, i); !ok {
+	var at int64
+	if at, i, ok = intField(data, i); !ok {
 		return false
 	}
-	f.Ctx.Attempt = int(a)
+	f.Ctx.Attempt = int(at)
 	if i, ok = expect(data, i, `,"ack_deadline_ms":`); !ok {
 		return false
 	}
@@ -483,40 +500,6 @@ func stringArray(data []byte, i int) ([]string, int, bool) {
 			return nil, 0, false
 		}
 	}
-}
-
-// skipValue returns the end of the JSON value starting at data[i], without
-// validating it (strings and nesting only).
-func skipValue(data []byte, i int) (int, bool) {
-	depth := 0
-	for j := i; j < len(data); j++ {
-		switch c := data[j]; c {
-		case '"':
-			for j++; j < len(data) && data[j] != '"'; j++ {
-				if data[j] == '\\' {
-					j++
-				}
-			}
-			if j >= len(data) {
-				return 0, false
-			}
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth == 0 {
-				return j, j > i
-			}
-			depth--
-		case ',':
-			if depth == 0 {
-				return j, j > i
-			}
-		}
-		if depth == 0 && (data[j] == '"' || data[j] == '}' || data[j] == ']') {
-			return j + 1, true
-		}
-	}
-	return 0, false
 }
 
 // Encode returns the JSON of f. It is the general (reflective) encoder; the

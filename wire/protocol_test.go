@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/eventjson"
@@ -176,6 +177,58 @@ func TestFastPathsTaken(t *testing.T) {
 	}
 }
 
+// Live EVENT frames (no group, no ctx) take the EVENT fast path too, and
+// it refuses payloads the general decoder refuses.
+func TestFastPathLiveEvent(t *testing.T) {
+	e := &facade.EventRecord{ID: "i", TS: 5, Topic: "a.b", Key: "k", Headers: map[string]string{"h": "v"},
+		Payload: json.RawMessage(`{"x":[1,-2.5e3,true,false,null,"\u00e9é\"",{}],"y":[]}`), Seq: 9}
+	b := AppendLiveEvent(nil, e)
+	var fast, slow Frame
+	if !decodeEvent(b, &fast) {
+		t.Fatalf("EVENT fast path refused %s", b)
+	}
+	if err := decodeSlow(b, &slow); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(fast, slow) {
+		t.Fatalf("fast %+v\nslow %+v", fast, slow)
+	}
+	if fast.Group != "" || fast.Ctx != nil || fast.Event.Seq != 9 {
+		t.Fatalf("live frame decoded as %+v", fast)
+	}
+	for _, p := range []string{`{"a":1,}`, `[1 2]`, `"\x"`, "\"\xff\"", `01`, `1.`, `-`, `{"a"}`, `tru`, `[`, `"\u12"`, "\"\x01\""} {
+		bad := []byte(`{"op":"EVENT","topic":"a","event":{"id":"i","ts":1,"topic":"a","payload":` + p + `}}`)
+		var f Frame
+		if decodeEvent(bad, &f) {
+			t.Errorf("fast path accepted payload %q", p)
+		}
+		if err := Decode(bad, &f); err == nil {
+			t.Errorf("Decode accepted payload %q", p)
+		}
+	}
+}
+
+// FuzzScanValue: scanValue accepts exactly the values encoding/json
+// accepts, in valid UTF-8 (nested at most 64 deep, with no whitespace
+// around them).
+func FuzzScanValue(f *testing.F) {
+	for _, s := range []string{`{"a":[1,2.5e-3,"x\u00e9",true,false,null,{}]}`, `[]`, ` [ 1 , {"a" : "b"} ] `, `-0`, `01`, `"\ud800"`, "\"\xff\"", `{"a":1,}`, `[1]x`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		end, ok := scanValue(data, 0)
+		if ok && (!json.Valid(data[:end]) || !utf8.Valid(data[:end])) {
+			t.Fatalf("scanValue accepted %q", data[:end])
+		}
+		trimmed := len(data) > 0 && len(bytes.TrimSpace(data)) == len(data)
+		if trimmed && json.Valid(data) && utf8.Valid(data) && (!ok || end != len(data)) {
+			if depth := bytes.Count(data, []byte("[")) + bytes.Count(data, []byte("{")); depth <= 64 {
+				t.Fatalf("scanValue refused %q (end %d, ok %v)", data, end, ok)
+			}
+		}
+	})
+}
+
 func TestAppendCompact(t *testing.T) {
 	for _, in := range []string{`{}`, ` [ ] `, `{"a" : "b c" , "d":[1, 2,3 ]}`, `"\" <"`, `"\\" `, "\"\u2028\"", `"\u2028"`, `{"a":"\\\"&"}`} {
 		got := eventjson.AppendCompact(nil, []byte(in))
@@ -202,6 +255,7 @@ func FuzzDecode(f *testing.F) {
 		`{"op":"DELETE","topic":"a","key":"k","opts":{"purge":true,"expected_last_seq":3}}`,
 		`{"op":"EVENT","topic":"a","group":"g","event":{"id":"i","ts":1,"topic":"a","payload":null},"ctx":{"attempt":1,"ack_deadline_ms":5}}`,
 		`{"op":"EVENT","topic":"a","group":"g","event":{"id":"i","ts":1,"topic":"a","key":"k","payload":null,"seq":2,"deleted":true},"ctx":{"attempt":1,"ack_deadline_ms":5}}`,
+		`{"op":"EVENT","topic":"a","event":{"id":"i","ts":1,"topic":"a","payload":{"s":"\u00e9Ã©"},"seq":3}}`,
 		`{"op":"ERR","code":"bad_json","msg":"x"}`,
 		`{"op":"AUTH"`, `[]`, `null`, `{"op":7}`, `{"OP":"AUTH","Token":"x"}`, `{"op":"AUTH","token":"\ud800"}`,
 	} {
@@ -210,14 +264,14 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// The fast decoders agree with encoding/json whenever they accept.
 		var fast, slow Frame
-		accepted := decodeFlat(data, &fast)
+		accepted := decodeEvent(data, &fast)
 		if !accepted {
 			fast = Frame{}
-			accepted = decodeEvent(data, &fast)
+			accepted = decodeFlat(data, &fast)
 		}
 		if accepted {
-			if err := decodeJSON(data, &slow); err != nil {
-				t.Fatalf("fast path accepted what encoding/json refuses (%v): %q", err, data)
+			if err := decodeSlow(data, &slow); err != nil {
+				t.Fatalf("fast path accepted what the general decoder refuses (%v): %q", err, data)
 			}
 			if !reflect.DeepEqual(fast, slow) {
 				t.Fatalf("fast and slow decoding differ for %q:\n%+v\n%+v", data, fast, slow)
@@ -255,17 +309,31 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-// normalize compacts the raw JSON fields (encoding compacts them).
+// decodeSlow is Decode without the fast paths: encoding/json and the
+// strictness and UTF-8 checks around it.
+func decodeSlow(data []byte, f *Frame) error {
+	if err := decodeJSON(data, f); err != nil {
+		return err
+	}
+	if err := strictKeys(data, frameSchema, ""); err != nil {
+		return err
+	}
+	return checkUTF8(data, f)
+}
+
+// normalize compacts the raw JSON fields and escapes <, > and & in them
+// (encoding does both).
 func normalize(f *Frame) {
 	c := func(r json.RawMessage) json.RawMessage {
 		if r == nil {
 			return nil
 		}
-		var b bytes.Buffer
+		var b, h bytes.Buffer
 		if err := json.Compact(&b, r); err != nil {
 			return r
 		}
-		return b.Bytes()
+		json.HTMLEscape(&h, b.Bytes())
+		return h.Bytes()
 	}
 	f.Payload, f.Opts = c(f.Payload), c(f.Opts)
 	if e := f.Event; e != nil {
@@ -320,4 +388,38 @@ func FuzzEncodeEvent(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkDecodeEvent: decoding an EVENT frame with a 128-byte payload,
+// live and in a group, with the fast path and with encoding/json.
+func BenchmarkDecodeEvent(b *testing.B) {
+	e := &facade.EventRecord{ID: "0190f0e0-0000-7000-8000-000000000001", TS: 1700000000000, Topic: "metrics.host",
+		Payload: json.RawMessage(`{"host":"bench","name":"stt","pid":1234,"cpu_pct":12.5,"mem_mb":210.25,"pad":"` + strings.Repeat("x", 41) + `"}`), Seq: 12345}
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+	}{
+		{"live", AppendLiveEvent(nil, e)},
+		{"group", AppendEvent(nil, e.Topic, "g", e, 1, 30000)},
+	} {
+		b.Run(tc.name+"/fast", func(b *testing.B) {
+			b.ReportAllocs()
+			var f Frame
+			for b.Loop() {
+				if err := Decode(tc.frame, &f); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(tc.name+"/encoding-json", func(b *testing.B) {
+			b.ReportAllocs()
+			var f Frame
+			for b.Loop() {
+				f = Frame{}
+				if err := decodeSlow(tc.frame, &f); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
