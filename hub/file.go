@@ -56,7 +56,7 @@ type File struct {
 	Outbox OutboxFile `yaml:"outbox"`
 	// Projector runs the heartbeat → process.state projector.
 	Projector ProjectorFile `yaml:"projector"`
-	// Limits are the rate limits and quotas (docs/operations.md).
+	// Limits are the rate limits and quotas (docs/production.md).
 	Limits limits.Config `yaml:"limits"`
 	// Metrics bounds the metrics' label cardinality.
 	Metrics metrics.Config `yaml:"metrics"`

@@ -21,7 +21,7 @@ type SessionDirectory interface {
 	Disconnect(id uint64) bool
 }
 
-// Routes of the admin API (docs/ops.md, "Admin API"), as ServeMux
+// Routes of the admin API (docs/http-api.md, "Admin API"), as ServeMux
 // patterns. Each answers JSON and takes its arguments from the query
 // string.
 var adminRoutes = []string{
