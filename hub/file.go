@@ -15,13 +15,13 @@ import (
 
 	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/compaction"
-	"github.com/eventhub/eventhub/examples/projector"
 	"github.com/eventhub/eventhub/gateway"
 	"github.com/eventhub/eventhub/jetstream"
 	"github.com/eventhub/eventhub/limits"
 	"github.com/eventhub/eventhub/metrics"
 	"github.com/eventhub/eventhub/ops"
 	"github.com/eventhub/eventhub/outbox"
+	"github.com/eventhub/eventhub/projector"
 )
 
 // File is the hub's configuration file (eventhub -config FILE): every

@@ -20,7 +20,6 @@ import (
 
 	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/compaction"
-	"github.com/eventhub/eventhub/examples/projector"
 	"github.com/eventhub/eventhub/gateway"
 	"github.com/eventhub/eventhub/jetstream"
 	"github.com/eventhub/eventhub/limits"
@@ -28,6 +27,7 @@ import (
 	"github.com/eventhub/eventhub/outbox"
 	_ "github.com/eventhub/eventhub/outbox/postgres" // OutboxURL may name either database
 	_ "github.com/eventhub/eventhub/outbox/sqlite"
+	"github.com/eventhub/eventhub/projector"
 )
 
 // Config configures a hub. The zero value runs an embedded NATS server with

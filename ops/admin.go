@@ -10,14 +10,13 @@ import (
 	"strings"
 
 	"github.com/eventhub/eventhub/facade"
-	"github.com/eventhub/eventhub/gateway"
 	"github.com/eventhub/eventhub/inspect"
 )
 
 // SessionDirectory lists the WebSocket sessions of a gateway and
-// disconnects one; *gateway.Gateway implements it.
+// disconnects one; the gateway implements it.
 type SessionDirectory interface {
-	Sessions() []gateway.SessionInfo
+	Sessions() []inspect.SessionInfo
 	Disconnect(id uint64) bool
 }
 

@@ -28,7 +28,7 @@ var imports = map[string]string{
 	"client":     "github.com/eventhub/eventhub/client",
 	"compaction": "github.com/eventhub/eventhub/compaction",
 	"ops":        "github.com/eventhub/eventhub/ops",
-	"projector":  "github.com/eventhub/eventhub/examples/projector",
+	"projector":  "github.com/eventhub/eventhub/projector",
 	"sql":        "database/sql",
 	"idempotent": "github.com/eventhub/eventhub/idempotent",
 	"mongo":      "github.com/eventhub/eventhub/outbox/mongo",
