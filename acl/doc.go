@@ -7,25 +7,8 @@
 //
 // # Topic patterns
 //
-// Topics are "."-separated, non-empty segments, e.g. "heartbeat.received".
-// A pattern (CompilePattern) is the same with wildcards:
-//
-//   - a literal segment matches itself exactly;
-//   - "*" matches exactly one segment;
-//   - "**" matches ONE OR MORE segments, at any position, any number of
-//     times.
-//
-// Decision: "**" never matches zero segments. So "a.**" matches "a.b" and
-// "a.b.c" but not "a"; "**.c" matches "x.c" and "x.y.c" but not "c";
-// "a.**.c" matches "a.x.c" and "a.x.y.c" but not "a.c"; "**" alone matches
-// every valid topic. To grant "a" and everything below it, list both "a"
-// and "a.**".
-//
-// Invalid patterns (error wrapping ErrBadPattern): empty, an empty segment,
-// '*' mixed with other characters ("a*", "***"), a ">" segment (reserved: it
-// is the NATS full wildcard), whitespace or control characters. Patterns
-// are compiled once; matching is allocation-free for topics of up to 16
-// segments and runs in O(pattern × topic) worst case.
+// Rules name topics by pattern ("orders.*", "orders.**"): the one pattern
+// type of eventhub, package pattern, parses and matches them.
 //
 // # Policies
 //
@@ -58,7 +41,7 @@
 //
 // # Concurrency
 //
-// Pattern and CompiledPolicy are safe for concurrent use. The package has
+// CompiledPolicy is safe for concurrent use. The package has
 // no global mutable state. WithPolicy/PolicyFrom carry the per-connection
 // policy in a context under an unexported key.
 package acl

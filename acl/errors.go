@@ -1,6 +1,9 @@
 package acl
 
-import "github.com/eventhub/eventhub/facade"
+import (
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/pattern"
+)
 
 // Sentinel errors. They are *facade.Error values, the one coded error type
 // of eventhub: errors.Is matches by code, so test with the sentinels and
@@ -15,7 +18,7 @@ var (
 	// ErrBadPattern means a topic pattern is invalid (empty, empty segment, a
 	// segment mixing '*' with other characters such as "a*" or "***", a ">"
 	// segment, whitespace or control characters).
-	ErrBadPattern = &facade.Error{Code: "bad_pattern", Msg: "invalid topic pattern"}
+	ErrBadPattern = pattern.ErrBadPattern
 	// ErrBadScope means a scope string is not of the form "<action>:<pattern>".
 	ErrBadScope = &facade.Error{Code: "bad_scope", Msg: "invalid scope"}
 )

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/eventhub/eventhub/pattern"
 )
 
 // Effect is what a matching Rule decides.
@@ -31,7 +33,7 @@ const (
 
 // Rule is one entry of a Policy. A rule matches a request when its Action is
 // the requested action or "*", one of its Topics patterns matches the topic
-// (see Pattern), and, for subscribe requests only, its Groups admit the
+// (see package pattern), and, for subscribe requests only, its Groups admit the
 // requested queue group. Groups lists queue-group names, "*" meaning any
 // group; an empty Groups admits any group, including no group (""). A
 // non-empty Groups without "*" does not admit the empty group. Groups is
@@ -87,7 +89,7 @@ func decodeStrict(b []byte, v any) error {
 type compiledRule struct {
 	allow    bool
 	action   Action
-	topics   []Pattern
+	topics   []pattern.Pattern
 	anyGroup bool
 	groups   []string
 }
@@ -125,7 +127,7 @@ func CompilePolicy(p Policy) (*CompiledPolicy, error) {
 			return nil, fmt.Errorf("%w: rule %d: no topics", ErrBadPolicy, i)
 		}
 		for _, t := range r.Topics {
-			pat, err := CompilePattern(t)
+			pat, err := pattern.Compile(t)
 			if err != nil {
 				return nil, fmt.Errorf("%w: rule %d: %w", ErrBadPolicy, i, err)
 			}
@@ -136,7 +138,7 @@ func CompilePolicy(p Policy) (*CompiledPolicy, error) {
 			switch {
 			case g == "*":
 				cr.anyGroup = true
-			case g == "" || hasSpaceOrControl(g):
+			case g == "" || pattern.HasSpaceOrControl(g):
 				return nil, fmt.Errorf("%w: rule %d: invalid group name %q", ErrBadPolicy, i, g)
 			default:
 				cr.groups = append(cr.groups, g)
@@ -215,7 +217,7 @@ func (p *CompiledPolicy) Allowed(action Action, topic, group string) bool {
 		return false
 	}
 	var buf [16]string
-	segs, ok := splitTopic(topic, buf[:0])
+	segs, ok := pattern.SplitTopic(topic, buf[:0])
 	if !ok {
 		return false
 	}
@@ -224,7 +226,7 @@ func (p *CompiledPolicy) Allowed(action Action, topic, group string) bool {
 		switch {
 		case s == "*" || s == "**":
 			wild = true
-		case s == ">" || strings.Contains(s, "*") || hasSpaceOrControl(s):
+		case s == ">" || strings.Contains(s, "*") || pattern.HasSpaceOrControl(s):
 			return false
 		}
 	}
@@ -232,11 +234,11 @@ func (p *CompiledPolicy) Allowed(action Action, topic, group string) bool {
 		if action != ActionSubscribe {
 			return false
 		}
-		sub, err := CompilePattern(topic)
+		sub, err := pattern.Compile(topic)
 		if err != nil {
 			return false
 		}
-		return p.allowedAll(ActionSubscribe, sub.segs, group)
+		return p.allowedAll(ActionSubscribe, sub, group)
 	}
 	for i := range p.rules {
 		r := &p.rules[i]
@@ -244,7 +246,7 @@ func (p *CompiledPolicy) Allowed(action Action, topic, group string) bool {
 			continue
 		}
 		for j := range r.topics {
-			if r.topics[j].matchTopic(topic, segs) {
+			if r.topics[j].MatchSplit(topic, segs) {
 				return r.allow
 			}
 		}
@@ -253,23 +255,23 @@ func (p *CompiledPolicy) Allowed(action Action, topic, group string) bool {
 }
 
 // AllowedAll reports whether the policy allows action on every topic that
-// pattern (a topic pattern, wildcards allowed) can match, decided
+// topics (a topic pattern, wildcards allowed) can match, decided
 // conservatively as for wildcard subscriptions (see Allowed): it may answer
 // false where exact analysis would answer true, never the reverse. A
 // pattern without wildcards is one topic, as for Allowed. An invalid
 // pattern is never allowed.
-func (p *CompiledPolicy) AllowedAll(action Action, pattern, group string) bool {
+func (p *CompiledPolicy) AllowedAll(action Action, topics, group string) bool {
 	if p == nil || (action != ActionPublish && action != ActionSubscribe) {
 		return false
 	}
-	pat, err := CompilePattern(pattern)
+	pat, err := pattern.Compile(topics)
 	if err != nil {
 		return false
 	}
 	if pat.IsLiteral() {
-		return p.Allowed(action, pattern, group)
+		return p.Allowed(action, topics, group)
 	}
-	return p.allowedAll(action, pat.segs, group)
+	return p.allowedAll(action, pat, group)
 }
 
 // allowedAll implements the conservative wildcard check documented on
@@ -277,7 +279,7 @@ func (p *CompiledPolicy) AllowedAll(action Action, pattern, group string) bool {
 // the pattern is first matched either by rule k or by an earlier rule, and
 // no earlier deny rule intersects the pattern, so that earlier rule is an
 // allow.
-func (p *CompiledPolicy) allowedAll(action Action, sub []segment, group string) bool {
+func (p *CompiledPolicy) allowedAll(action Action, sub pattern.Pattern, group string) bool {
 	for i := range p.rules {
 		r := &p.rules[i]
 		if !r.applies(action, group) {
@@ -285,10 +287,10 @@ func (p *CompiledPolicy) allowedAll(action Action, sub []segment, group string) 
 		}
 		for _, pat := range r.topics {
 			if r.allow {
-				if covers(pat.segs, sub) {
+				if pat.Covers(sub) {
 					return true
 				}
-			} else if intersects(pat.segs, sub) {
+			} else if pat.Intersects(sub) {
 				return false
 			}
 		}

@@ -3,6 +3,8 @@ package acl
 import (
 	"fmt"
 	"strings"
+
+	"github.com/eventhub/eventhub/pattern"
 )
 
 // ScopesToPolicy converts OAuth-style scopes into a Policy of allow rules,
@@ -21,7 +23,7 @@ import (
 func ScopesToPolicy(scopes []string) (Policy, error) {
 	p := Policy{Rules: make([]Rule, 0, len(scopes))}
 	for i, s := range scopes {
-		action, pattern, ok := strings.Cut(s, ":")
+		action, topics, ok := strings.Cut(s, ":")
 		if !ok {
 			return Policy{}, fmt.Errorf("%w: scope %d %q: want \"<action>:<pattern>\"", ErrBadScope, i, s)
 		}
@@ -30,10 +32,10 @@ func ScopesToPolicy(scopes []string) (Policy, error) {
 		default:
 			return Policy{}, fmt.Errorf("%w: scope %d %q: unknown action %q (want \"publish\", \"subscribe\" or \"*\")", ErrBadScope, i, s, action)
 		}
-		if _, err := CompilePattern(pattern); err != nil {
+		if _, err := pattern.Compile(topics); err != nil {
 			return Policy{}, fmt.Errorf("%w: scope %d: %w", ErrBadScope, i, err)
 		}
-		p.Rules = append(p.Rules, Rule{Effect: EffectAllow, Action: Action(action), Topics: []string{pattern}})
+		p.Rules = append(p.Rules, Rule{Effect: EffectAllow, Action: Action(action), Topics: []string{topics}})
 	}
 	return p, nil
 }

@@ -27,6 +27,7 @@ import (
 
 	"github.com/eventhub/eventhub/acl"
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/testutil"
 )
 
 var (
@@ -420,20 +421,15 @@ func jwksRefreshGoroutines() int {
 
 // waitRefreshGoroutines waits until exactly want jwkset refresh goroutines
 // are alive (goroutines of verifiers closed by earlier tests exit
-// asynchronously). It polls with runtime.Gosched, not sleeps.
+// asynchronously).
 func waitRefreshGoroutines(tb testing.TB, want int, why string) {
 	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := jwksRefreshGoroutines()
-		if got == want {
-			return
+	testutil.CheckFor(tb, 10*time.Second, func() error {
+		if got := jwksRefreshGoroutines(); got != want {
+			return fmt.Errorf("%s: %d JWKS refresh goroutines alive, want %d", why, got, want)
 		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s: %d JWKS refresh goroutines alive, want %d", why, got, want)
-		}
-		runtime.Gosched()
-	}
+		return nil
+	})
 }
 
 // These two tests count goroutines process-wide, so they must not run in

@@ -21,9 +21,8 @@ func TestTimelyAckUnderBackpressure(t *testing.T) {
 	g := newGateway(t, bus, Config{MaxInflightPerSub: 1})
 	c := dialAuth(t, g.url, "")
 	c.ok(subscribeFrame("bp.t", "g", `{"from":"earliest","ackTimeoutMs":1500}`))
-	for i := range 4 {
+	for range 4 {
 		publish(t, bus, "bp.t", `1`)
-		_ = i
 	}
 	seen := map[string]int{}
 	deadline := time.Now().Add(12 * time.Second)
@@ -107,10 +106,16 @@ func TestModAckRacingARedelivery(t *testing.T) {
 	sub.reserve()
 	s.deliver(sub, d1)
 
+	// The frame is encoded here: a failure ends the test on its own
+	// goroutine, not on the one that handles the frame.
+	modAck, err := wire.Encode(&wire.Frame{Op: wire.OpModAck, Corr: "x", Topic: "m.t", Group: "g", ID: "e1", ExtendMs: 60_000})
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.handleFrame(t, wire.Frame{Op: wire.OpModAck, Corr: "x", Topic: "m.t", Group: "g", ID: "e1", ExtendMs: 60_000})
+		s.handle(modAck)
 	}()
 	<-d1.entered
 	// The store redelivers e1 (attempt 2) to the same subscription meanwhile.

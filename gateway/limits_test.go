@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/jetstream"
 	"github.com/eventhub/eventhub/limits"
 	"github.com/eventhub/eventhub/wire"
@@ -80,12 +82,16 @@ func limitCodeCases() []struct {
 			c.ok(subscribeFrame("sq.t", "one", ""))
 			c.errCode(subscribeFrame("sq.t", "two", ""), wire.CodeSubQuota)
 			c.ok(wire.Frame{Op: wire.OpUnsubscribe, Corr: "u", Topic: "sq.t", Group: "one"})
-			deadline := time.Now().Add(5 * time.Second)
-			for r := c.request(subscribeFrame("sq.t", "two", "")); r.Op != wire.OpOK; r = c.request(subscribeFrame("sq.t", "two", "")) {
-				if r.Code != wire.CodeSubQuota || time.Now().After(deadline) {
+			testutil.CheckFor(t, 5*time.Second, func() error {
+				r := c.request(subscribeFrame("sq.t", "two", ""))
+				switch {
+				case r.Op == wire.OpOK:
+					return nil
+				case r.Code != wire.CodeSubQuota:
 					t.Fatalf("after UNSUBSCRIBE: %s %s", r.Code, r.Msg)
 				}
-			}
+				return fmt.Errorf("after UNSUBSCRIBE: %s %s", r.Code, r.Msg)
+			})
 		}},
 		{wire.CodeConnQuota, "a second connection", func(t *testing.T) {
 			g := limitedGateway(t, limits.Config{Quotas: limits.Quotas{Connections: 1}})

@@ -6,27 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eventhub/eventhub/inspect"
 	"github.com/eventhub/eventhub/wire"
 )
-
-// SessionInfo describes one open WebSocket session, for the admin API.
-type SessionInfo struct {
-	// ID numbers the session within this gateway (from 1, never reused
-	// while the gateway runs).
-	ID uint64 `json:"id"`
-	// Principal names who authenticated ([Named]); empty before AUTH or
-	// for principals without a name.
-	Principal string `json:"principal"`
-	// Remote is the client's address as the server saw it.
-	Remote string `json:"remote"`
-	// StartedMs is when the connection was accepted (epoch ms).
-	StartedMs     int64               `json:"startedMs"`
-	Subscriptions []SubscriptionStats `json:"subscriptions"`
-	// InFlight counts the session's events delivered and not yet settled;
-	// Queue the frames waiting to be written to the client.
-	InFlight int `json:"inFlight"`
-	Queue    int `json:"queue"`
-}
 
 // Named is implemented by principals that have a name to show in
 // [Gateway.Sessions] (auth.Identity's subject).
@@ -52,7 +34,7 @@ func (m *sessionMeta) setPrincipal(p Principal) {
 // Sessions returns a snapshot of the open sessions, by ID. It walks the
 // sessions under their locks, as [Gateway.Stats] does; safe for concurrent
 // use.
-func (g *Gateway) Sessions() []SessionInfo {
+func (g *Gateway) Sessions() []inspect.SessionInfo {
 	g.mu.Lock()
 	type entry struct {
 		s *session
@@ -63,21 +45,21 @@ func (g *Gateway) Sessions() []SessionInfo {
 		all = append(all, entry{s, t})
 	}
 	g.mu.Unlock()
-	out := make([]SessionInfo, 0, len(all))
+	out := make([]inspect.SessionInfo, 0, len(all))
 	for _, e := range all {
 		s := e.s
-		si := SessionInfo{ID: s.meta.id, Remote: s.meta.remote, StartedMs: s.meta.started.UnixMilli(),
-			Subscriptions: []SubscriptionStats{}}
+		si := inspect.SessionInfo{ID: s.meta.id, Remote: s.meta.remote, StartedMs: s.meta.started.UnixMilli(),
+			Subscriptions: []inspect.SubscriptionStats{}}
 		if p := s.meta.principal.Load(); p != nil {
 			si.Principal = *p
 		}
 		s.mu.Lock()
 		for k, sub := range s.subs {
-			si.Subscriptions = append(si.Subscriptions, SubscriptionStats{Topic: k.topic, Group: k.group, InFlight: len(sub.leases)})
+			si.Subscriptions = append(si.Subscriptions, inspect.SubscriptionStats{Topic: k.topic, Group: k.group, InFlight: len(sub.leases)})
 			si.InFlight += len(sub.leases)
 		}
 		s.mu.Unlock()
-		slices.SortFunc(si.Subscriptions, func(a, b SubscriptionStats) int {
+		slices.SortFunc(si.Subscriptions, func(a, b inspect.SubscriptionStats) int {
 			return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Group, b.Group))
 		})
 		if wt, ok := e.t.(*wsTransport); ok {
@@ -87,7 +69,7 @@ func (g *Gateway) Sessions() []SessionInfo {
 		}
 		out = append(out, si)
 	}
-	slices.SortFunc(out, func(a, b SessionInfo) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b inspect.SessionInfo) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 

@@ -1,18 +1,12 @@
 package gateway
 
-// SubscriptionStats is one subscription's events on the wire.
-type SubscriptionStats struct {
-	Topic, Group string
-	// InFlight counts the events delivered to the client and not yet
-	// acknowledged, nacked or expired.
-	InFlight int
-}
+import "github.com/eventhub/eventhub/inspect"
 
 // Stats is a snapshot of the gateway, for metrics scrapes: reading it walks
 // the sessions, so nothing is counted on the delivery path.
 type Stats struct {
 	Connections   int
-	Subscriptions []SubscriptionStats
+	Subscriptions []inspect.SubscriptionStats
 	// GroupMembers is how many bus members (one pull each) the gateway
 	// runs: one per topic and group its connections subscribe to.
 	GroupMembers int
@@ -43,7 +37,7 @@ func (g *Gateway) Stats() Stats {
 	for _, s := range sessions {
 		s.mu.Lock()
 		for k, sub := range s.subs {
-			st.Subscriptions = append(st.Subscriptions, SubscriptionStats{Topic: k.topic, Group: k.group, InFlight: len(sub.leases)})
+			st.Subscriptions = append(st.Subscriptions, inspect.SubscriptionStats{Topic: k.topic, Group: k.group, InFlight: len(sub.leases)})
 		}
 		s.mu.Unlock()
 	}

@@ -15,13 +15,13 @@ import (
 
 	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/compaction"
-	"github.com/eventhub/eventhub/examples/projector"
 	"github.com/eventhub/eventhub/gateway"
 	"github.com/eventhub/eventhub/jetstream"
 	"github.com/eventhub/eventhub/limits"
 	"github.com/eventhub/eventhub/metrics"
 	"github.com/eventhub/eventhub/ops"
 	"github.com/eventhub/eventhub/outbox"
+	"github.com/eventhub/eventhub/projector"
 )
 
 // Config is the hub's configuration: every setting of the binary, in the
@@ -63,7 +63,7 @@ type Config struct {
 	Outbox OutboxConfig `yaml:"outbox"`
 	// Projector runs the heartbeat → process.state projector.
 	Projector ProjectorConfig `yaml:"projector"`
-	// Limits are the rate limits and quotas (docs/operations.md).
+	// Limits are the rate limits and quotas (docs/production.md).
 	Limits limits.Config `yaml:"limits"`
 	// Metrics bounds the metrics' label cardinality.
 	Metrics metrics.Config `yaml:"metrics"`

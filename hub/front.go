@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/eventhub/eventhub/compaction"
-	"github.com/eventhub/eventhub/examples/projector"
 	"github.com/eventhub/eventhub/gateway"
 	"github.com/eventhub/eventhub/jetstream"
+	"github.com/eventhub/eventhub/projector"
 	"github.com/eventhub/eventhub/web"
 )
 

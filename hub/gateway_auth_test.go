@@ -14,6 +14,7 @@ import (
 	"github.com/eventhub/eventhub/client"
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/hub"
+	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/jetstream"
 )
 
@@ -95,17 +96,12 @@ func TestGatewayTokenRejectedAndExpiring(t *testing.T) {
 		t.Fatal("an expired token was accepted")
 	}
 	c := dial(t, h, mint(t, 2*time.Second, "publish:a"))
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		_, err := c.Publish(t.Context(), "a", json.RawMessage(`1`), facade.PublishOptions{})
-		if err != nil {
-			break // told token_expired and closed
+	testutil.CheckFor(t, 15*time.Second, func() error {
+		if _, err := c.Publish(t.Context(), "a", json.RawMessage(`1`), facade.PublishOptions{}); err == nil {
+			return errors.New("the connection outlived its token")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the connection outlived its token")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil // told token_expired and closed
+	})
 }
 
 func TestHTTPPublishAuth(t *testing.T) {
@@ -157,8 +153,7 @@ func TestHTTPPublishAuth(t *testing.T) {
 
 func TestDemoFillsProcessState(t *testing.T) {
 	h := startHub(t, hub.Config{Projector: hub.ProjectorConfig{Demo: true}})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testutil.CheckFor(t, 20*time.Second, func() error {
 		n := 0
 		_, err := h.Bus.Latest(t.Context(), "process.state", func(e *facade.EventRecord) error {
 			if strings.Contains(string(e.Payload), `"status":"alive"`) {
@@ -166,14 +161,11 @@ func TestDemoFillsProcessState(t *testing.T) {
 			}
 			return nil
 		})
-		if err == nil && n > 0 {
-			return
+		if err == nil && n == 0 {
+			err = errors.New("no alive process in process.state after the demo ran")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no alive process in process.state after the demo ran (%v)", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // TestDemoTopicsRetention: -demo keeps its heartbeats three days and

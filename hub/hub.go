@@ -21,7 +21,6 @@ import (
 
 	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/compaction"
-	"github.com/eventhub/eventhub/examples/projector"
 	"github.com/eventhub/eventhub/gateway"
 	"github.com/eventhub/eventhub/jetstream"
 	"github.com/eventhub/eventhub/limits"
@@ -29,6 +28,7 @@ import (
 	"github.com/eventhub/eventhub/outbox"
 	_ "github.com/eventhub/eventhub/outbox/postgres" // OutboxURL may name either database
 	_ "github.com/eventhub/eventhub/outbox/sqlite"
+	"github.com/eventhub/eventhub/projector"
 )
 
 func (c Config) withDefaults() Config {

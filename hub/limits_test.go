@@ -138,15 +138,17 @@ func TestConnectionAndTopicQuotasThroughTheGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = c.Close()
-	var c2 *client.Client
-	deadline := time.Now().Add(10 * time.Second)
-	for c2 == nil {
-		c2, err = client.Dial(ctx, "ws://"+h.Addr("ws"), client.Config{Token: tok, NoReconnect: true})
-		if err != nil && (!errors.Is(err, facade.ErrConnectionQuota) || time.Now().After(deadline)) {
+	testutil.CheckFor(t, 10*time.Second, func() error {
+		c2, err := client.Dial(ctx, "ws://"+h.Addr("ws"), client.Config{Token: tok, NoReconnect: true})
+		if err != nil && !errors.Is(err, facade.ErrConnectionQuota) {
 			t.Fatalf("after the first connection closed: %v", err)
 		}
-	}
-	_ = c2.Close()
+		if err != nil {
+			return fmt.Errorf("after the first connection closed: %w", err)
+		}
+		_ = c2.Close()
+		return nil
+	})
 }
 
 // TestAccountLimitsOfTheEmbeddedServer: NATS enforces the account's

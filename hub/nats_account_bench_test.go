@@ -33,8 +33,8 @@ func BenchmarkNativeScoped(b *testing.B) {
 	b.Cleanup(func() { _ = h.Shutdown(context.Background()) })
 	ctx := b.Context()
 	// One group per consume round: a nats.go consumer stopped while events
-	// arrive can leave its pull taking them until it expires (see the
-	// README).
+	// arrive can leave its pull taking them until it expires (see
+	// docs/nats.md).
 	const rounds = 4
 	type path struct {
 		name, topic string

@@ -14,7 +14,7 @@ import (
 	"github.com/eventhub/eventhub/internal/jsonvalid"
 )
 
-// Header names of the envelope fields (see README.md, Interoperability). The payload is
+// Header names of the envelope fields (see docs/nats.md, Interoperability). The payload is
 // the message data; the key is in the subject.
 //
 // Every event the hub publishes carries its id in HeaderID. Publishes that

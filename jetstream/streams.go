@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/eventhub/eventhub/acl"
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/pattern"
 )
 
 // topicInfo is what the bus knows of the stream holding a topic.
@@ -303,15 +303,15 @@ func (b *Bus) CreateTopic(ctx context.Context, topic string) (string, error) {
 // does not exist yet. A pattern whose topics live in separate streams, or
 // in none, is refused with facade.ErrBadTopic saying how to declare a
 // family.
-func (b *Bus) patternTopic(ctx context.Context, pattern string, create bool) (*topicInfo, error) {
-	if err := facade.ValidatePattern(pattern); err != nil {
+func (b *Bus) patternTopic(ctx context.Context, pat string, create bool) (*topicInfo, error) {
+	if err := facade.ValidatePattern(pat); err != nil {
 		return nil, err
 	}
-	subj, err := natsPattern(pattern)
+	subj, err := natsPattern(pat)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", facade.ErrBadTopic, err)
 	}
-	m, err := acl.CompilePattern(pattern)
+	m, err := pattern.Compile(pat)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", facade.ErrBadTopic, err)
 	}
@@ -323,23 +323,23 @@ func (b *Bus) patternTopic(ctx context.Context, pattern string, create bool) (*t
 		names = append(names, n)
 	}
 	if err := l.Err(); err != nil {
-		return nil, fmt.Errorf("%w: find streams of %s: %w", facade.ErrUnavailable, pattern, err)
+		return nil, fmt.Errorf("%w: find streams of %s: %w", facade.ErrUnavailable, pat, err)
 	}
 	var s jetstream.Stream
 	switch len(names) {
 	case 0:
 		tc, ok := b.cfg.familyOf(subj)
 		if ok && !create {
-			return nil, fmt.Errorf("%w: %s: the stream %s of its family does not exist yet", facade.ErrNotFound, pattern, tc.Stream)
+			return nil, fmt.Errorf("%w: %s: the stream %s of its family does not exist yet", facade.ErrNotFound, pat, tc.Stream)
 		}
 		if !ok {
 			return nil, fmt.Errorf("%w: no stream holds the topics of %s yet, and no topic family of the configuration captures them; %s",
-				facade.ErrBadTopic, pattern, declareFamilyHint(pattern))
+				facade.ErrBadTopic, pat, declareFamilyHint(pat))
 		}
 		sc := b.cfg.streamConfig(tc.Pattern, tc)
 		s, err = b.js.CreateOrUpdateStream(ctx, sc)
 		if err != nil {
-			return nil, fmt.Errorf("create stream %s for %s: %w", sc.Name, pattern, translate(err))
+			return nil, fmt.Errorf("create stream %s for %s: %w", sc.Name, pat, translate(err))
 		}
 	case 1:
 		s, err = b.js.Stream(ctx, names[0])
@@ -348,7 +348,7 @@ func (b *Bus) patternTopic(ctx context.Context, pattern string, create bool) (*t
 		}
 		if !captures(s.CachedInfo().Config.Subjects, subj) {
 			return nil, fmt.Errorf("%w: the topics of %s are not one topic family: stream %s holds only some of them; %s",
-				facade.ErrBadTopic, pattern, names[0], declareFamilyHint(pattern))
+				facade.ErrBadTopic, pat, names[0], declareFamilyHint(pat))
 		}
 	default:
 		slices.Sort(names)
@@ -356,24 +356,24 @@ func (b *Bus) patternTopic(ctx context.Context, pattern string, create bool) (*t
 		if len(names) > 5 {
 			list += fmt.Sprintf(" and %d more", len(names)-5)
 		}
-		return nil, fmt.Errorf("%w: the topics of %s live in separate streams (%s), and a group reads a pattern only over a topic family, topics that share one stream; %s",
-			facade.ErrBadTopic, pattern, list, declareFamilyHint(pattern))
+		return nil, fmt.Errorf("%w: the topics of %s live in separate streams (%s), and a group reads a pat only over a topic family, topics that share one stream; %s",
+			facade.ErrBadTopic, pat, list, declareFamilyHint(pat))
 	}
 	info := s.CachedInfo()
 	filters := []string{subj}
 	if kw := keyedWildcard(subj); !strings.HasSuffix(subj, ">") && captures(info.Config.Subjects, kw) {
 		filters = append(filters, kw)
 	}
-	dlq := strings.HasSuffix(pattern, "."+facade.DeadLetterSuffix)
+	dlq := strings.HasSuffix(pat, "."+facade.DeadLetterSuffix)
 	return &topicInfo{
-		topic:     pattern,
+		topic:     pat,
 		stream:    s,
 		name:      info.Config.Name,
 		keyed:     len(filters) > 1 || strings.HasSuffix(subj, ">"),
 		compacted: info.Config.MaxMsgsPerSubject == 1,
 		shared:    true,
 		filters:   filters,
-		obs:       b.cfg.Observer.Topic(pattern),
+		obs:       b.cfg.Observer.Topic(pat),
 		match: func(topic string) bool {
 			return m.Match(topic) && (dlq || !strings.HasSuffix(topic, "."+facade.DeadLetterSuffix))
 		},

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/eventhub/eventhub/acl"
+	"github.com/eventhub/eventhub/pattern"
 )
 
 // Scopes of a [RateRule].
@@ -136,7 +136,7 @@ func (c Config) Validate() error {
 			return bad("rates[%d]: per %q: want %s or %s", i, r.Per, PerPrincipal, PerTopic)
 		}
 		if r.Topic != "" {
-			if _, err := acl.CompilePattern(r.Topic); err != nil {
+			if _, err := pattern.Compile(r.Topic); err != nil {
 				return bad("rates[%d]: topic: %v", i, err)
 			}
 		}

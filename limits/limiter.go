@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/eventhub/eventhub/acl"
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/pattern"
 )
 
 // Reasons of [Config.OnThrottle] (the metrics' reason label).
@@ -45,7 +45,7 @@ type Limiter struct {
 
 type rule struct {
 	RateRule
-	topic    acl.Pattern
+	topic    pattern.Pattern
 	anyTopic bool
 	topicB   *buckets // PerTopic: the rule's one pair of buckets
 }
@@ -84,7 +84,7 @@ func New(cfg Config) (*Limiter, error) {
 			cr.Class = DefaultClass
 		}
 		if !cr.anyTopic {
-			cr.topic, _ = acl.CompilePattern(r.Topic) // checked by Validate
+			cr.topic, _ = pattern.Compile(r.Topic) // checked by Validate
 		}
 		if cr.Per == PerTopic {
 			cr.topicB = cr.newBuckets()

@@ -1,5 +1,5 @@
 // Package metrics exposes eventhub's Prometheus metrics, with stable names and
-// labels (docs/ops.md lists them), on a registry the caller owns (no global
+// labels (docs/http-api.md lists them), on a registry the caller owns (no global
 // registry). *Metrics implements jetstream.Observer; the gateway and the
 // outbox report through the methods named for them.
 //

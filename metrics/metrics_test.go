@@ -14,6 +14,7 @@ import (
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/natstest"
+	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/jetstream"
 	"github.com/eventhub/eventhub/metrics"
 )
@@ -86,13 +87,12 @@ func TestKnownSequence(t *testing.T) {
 		}
 	}
 	tg := map[string]string{"topic": "m.t", "group": "g"}
-	deadline := time.Now().Add(15 * time.Second)
-	for value(t, reg, "events_acked_total", tg) != 10 {
-		if time.Now().After(deadline) {
-			t.Fatalf("acked %v", value(t, reg, "events_acked_total", tg))
+	testutil.CheckFor(t, 15*time.Second, func() error {
+		if n := value(t, reg, "events_acked_total", tg); n != 10 {
+			return fmt.Errorf("acked %v, want 10", n)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	checks := []struct {
 		name   string
 		labels map[string]string

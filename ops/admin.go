@@ -10,18 +10,17 @@ import (
 	"strings"
 
 	"github.com/eventhub/eventhub/facade"
-	"github.com/eventhub/eventhub/gateway"
 	"github.com/eventhub/eventhub/inspect"
 )
 
 // SessionDirectory lists the WebSocket sessions of a gateway and
-// disconnects one; *gateway.Gateway implements it.
+// disconnects one; the gateway implements it.
 type SessionDirectory interface {
-	Sessions() []gateway.SessionInfo
+	Sessions() []inspect.SessionInfo
 	Disconnect(id uint64) bool
 }
 
-// Routes of the admin API (docs/ops.md, "Admin API"), as ServeMux
+// Routes of the admin API (docs/http-api.md, "Admin API"), as ServeMux
 // patterns. Each answers JSON and takes its arguments from the query
 // string.
 var adminRoutes = []string{

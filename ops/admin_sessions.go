@@ -6,12 +6,12 @@ import (
 	"strconv"
 
 	"github.com/eventhub/eventhub/facade"
-	"github.com/eventhub/eventhub/gateway"
+	"github.com/eventhub/eventhub/inspect"
 )
 
 // adminSessions lists the WebSocket sessions of the hub's gateway.
 func (h *Handler) adminSessions(w http.ResponseWriter, r *http.Request, _ string) {
-	sessions := []gateway.SessionInfo{}
+	sessions := []inspect.SessionInfo{}
 	if h.cfg.Sessions != nil {
 		sessions = h.cfg.Sessions.Sessions()
 	}

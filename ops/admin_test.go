@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/eventhub/eventhub/facade"
-	"github.com/eventhub/eventhub/gateway"
+	"github.com/eventhub/eventhub/inspect"
 	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/jetstream"
 	"github.com/eventhub/eventhub/ops"
@@ -662,11 +662,11 @@ func TestAdminEvents(t *testing.T) {
 
 // sessions is a session directory for the handler alone; the gateway's own
 // is tested in package gateway and in the console's browser test.
-type sessions struct{ list []gateway.SessionInfo }
+type sessions struct{ list []inspect.SessionInfo }
 
-func (s *sessions) Sessions() []gateway.SessionInfo { return s.list }
+func (s *sessions) Sessions() []inspect.SessionInfo { return s.list }
 func (s *sessions) Disconnect(id uint64) bool {
-	i := slices.IndexFunc(s.list, func(si gateway.SessionInfo) bool { return si.ID == id })
+	i := slices.IndexFunc(s.list, func(si inspect.SessionInfo) bool { return si.ID == id })
 	if i < 0 {
 		return false
 	}
@@ -675,11 +675,11 @@ func (s *sessions) Disconnect(id uint64) bool {
 }
 
 func TestAdminSessions(t *testing.T) {
-	dir := &sessions{list: []gateway.SessionInfo{{ID: 7, Principal: "svc", Subscriptions: []gateway.SubscriptionStats{{Topic: "a", Group: "g", InFlight: 2}}, InFlight: 2}}}
+	dir := &sessions{list: []inspect.SessionInfo{{ID: 7, Principal: "svc", Subscriptions: []inspect.SubscriptionStats{{Topic: "a", Group: "g", InFlight: 2}}, InFlight: 2}}}
 	e := newEnv(t, jetstream.Config{}, ops.Config{Sessions: dir})
 	var out struct {
 		Gateway  bool
-		Sessions []gateway.SessionInfo
+		Sessions []inspect.SessionInfo
 	}
 	e.mustCall(t, "GET", "/admin/sessions", &out)
 	if !out.Gateway || len(out.Sessions) != 1 || out.Sessions[0].Principal != "svc" || out.Sessions[0].Subscriptions[0].InFlight != 2 {

@@ -10,5 +10,5 @@
 // bounded batch in memory, however long the range.
 //
 // A [Handler] is a plain http.Handler; mount it on the ops port (see
-// docs/ops.md for the endpoints, their answers and error statuses).
+// docs/http-api.md for the endpoints, their answers and error statuses).
 package ops

@@ -69,7 +69,7 @@ func WithBufferBytes(n int) ExportOption {
 }
 
 // Export writes the events of q to w as NDJSON: one event per line, each
-// line the JSON of a [facade.EventRecord] (see docs/ops.md), in stream
+// line the JSON of a [facade.EventRecord] (see docs/http-api.md), in stream
 // order. It blocks until the range is written, ctx ends, or writing or
 // reading fails, and returns what it wrote.
 //

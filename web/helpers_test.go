@@ -24,6 +24,7 @@ import (
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/gateway"
+	"github.com/eventhub/eventhub/inspect"
 	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/jetstream"
 	"github.com/eventhub/eventhub/ops"
@@ -139,7 +140,7 @@ func (st *stack) newGateway(t testing.TB) *gateway.Gateway {
 // sessionsOf lists the sessions of the stack's current gateway.
 type sessionsOf struct{ st *stack }
 
-func (s sessionsOf) Sessions() []gateway.SessionInfo { return s.st.gw.Load().Sessions() }
+func (s sessionsOf) Sessions() []inspect.SessionInfo { return s.st.gw.Load().Sessions() }
 func (s sessionsOf) Disconnect(id uint64) bool       { return s.st.gw.Load().Disconnect(id) }
 
 // gatewayHandler routes to the current gateway (see restartGateway).

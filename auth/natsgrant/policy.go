@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/eventhub/eventhub/acl"
+	"github.com/eventhub/eventhub/pattern"
 )
 
 // topicEntries translates the policy's allow rules into NATS subjects:
@@ -74,12 +75,12 @@ func actionEntries(rules []acl.Rule, action acl.Action) ([]string, error) {
 // match the same topic (patterns that do not compile never match).
 func overlap(a, b []string) bool {
 	for _, x := range a {
-		px, err := acl.CompilePattern(x)
+		px, err := pattern.Compile(x)
 		if err != nil {
 			continue
 		}
 		for _, y := range b {
-			if py, err := acl.CompilePattern(y); err == nil && px.Intersects(py) {
+			if py, err := pattern.Compile(y); err == nil && px.Intersects(py) {
 				return true
 			}
 		}

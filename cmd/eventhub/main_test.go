@@ -152,13 +152,12 @@ func TestRunStartsAndStopsGracefully(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"serve", "-memory", "-nats-port", "-1", "-log-format", "json"}, env(nil), &bytes.Buffer{}, &stderr)
 	}()
-	deadline := time.Now().Add(15 * time.Second)
-	for !strings.Contains(stderr.String(), `"msg":"bus on embedded NATS"`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("hub did not start:\n%s", stderr.String())
+	testutil.CheckFor(t, 15*time.Second, func() error {
+		if !strings.Contains(stderr.String(), `"msg":"bus on embedded NATS"`) {
+			return fmt.Errorf("hub did not start:\n%s", stderr.String())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if !strings.Contains(stderr.String(), `"durability":"none: memory storage, nothing survives a restart"`) {
 		t.Fatalf("start-up log does not say which durability runs:\n%s", stderr.String())
 	}

@@ -223,7 +223,7 @@ func serveFlags(file *hub.Config, getenv func(string) string, out io.Writer) (*f
 	f.str(&a.JWT.Audience, "jwt-aud", "JWT_AUD", a.JWT.Audience, "required JWT audience")
 	f.str(&a.JWT.Issuer, "jwt-iss", "JWT_ISS", a.JWT.Issuer, "required JWT issuer")
 	f.dur(&a.JWT.Leeway, "jwt-leeway", "JWT_LEEWAY", a.JWT.Leeway, "clock leeway for exp/nbf")
-	f.bool(&a.NativeScoped, "native-scoped-clients", "EVENTHUB_NATIVE_SCOPED_CLIENTS", a.NativeScoped, "put native NATS clients with scoped tokens in one shared account: faster, but see the README's NATS clients section before turning it on")
+	f.bool(&a.NativeScoped, "native-scoped-clients", "EVENTHUB_NATIVE_SCOPED_CLIENTS", a.NativeScoped, "put native NATS clients with scoped tokens in one shared account: faster, but see docs/nats.md before turning it on")
 	f.str(&file.Log.Level, "log-level", "LOG_LEVEL", file.Log.Level, "debug, info, warn or error")
 	f.str(&file.Log.Format, "log-format", "LOG_FORMAT", file.Log.Format, "text or json")
 	return fs, f, &configFile

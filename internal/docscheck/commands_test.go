@@ -17,7 +17,7 @@ import (
 
 // shellBlock is one ```sh block of a page.
 type shellBlock struct {
-	doc  string // README.md, docs/ops.md, …
+	doc  string // README.md, docs/http-api.md, …
 	line int    // of its opening fence
 	text string
 }
@@ -231,9 +231,9 @@ func TestDocsCommands(t *testing.T) {
 			}
 		}
 	}
-	skipBlock("README.md", "docker compose up", "compose blocks: deploy/compose_test.go brings both files up on a Docker engine, cmd/eventhub's compose tests run them without one")
-	skipBlock("README.md", "eventhub token -sub alice", "starts the compose file, as the block above; eventhub token runs in the auth quick start")
-	skipBlock("README.md", "nats pub heartbeat.received", "needs the nats CLI")
+	skipBlock("docs/configuration.md", "docker compose up", "compose blocks: deploy/compose_test.go brings both files up on a Docker engine, cmd/eventhub's compose tests run them without one")
+	skipBlock("docs/configuration.md", "eventhub token -sub alice", "starts the compose file, as the block above; eventhub token runs in the auth quick start")
+	skipBlock("docs/nats.md", "nats pub heartbeat.received", "needs the nats CLI")
 	skipBlock("docs/keys.md", "curl -X DELETE", "hub's TestKeyDeleteDocCommands runs it against a hub's gateway and HTTP ports")
 	skipBlock("docs/keys.md", "nats pub -J", "needs the nats CLI")
 	skipBlock("docs/keys.md", "nats stream get", "needs the nats CLI")
@@ -272,23 +272,23 @@ func TestDocsCommands(t *testing.T) {
 		block("README.md", "publish/heartbeat.received"),
 	}
 	authShells := []string{
-		block("README.md", "openssl rand -hex 32 > jwt.secret"),
-		block("README.md", "TOKEN=$(JWT_SECRET=$(cat jwt.secret) eventhub token"),
+		block("docs/auth.md", "openssl rand -hex 32 > jwt.secret"),
+		block("docs/auth.md", "TOKEN=$(JWT_SECRET=$(cat jwt.secret) eventhub token"),
 		strings.TrimRight(block("docs/protocol.md", "/sse/process.state"), "\n") + " || [ $? -eq 28 ]\n", // it streams until curl's time is up
 		block("docs/protocol.md", "8090/publish/heartbeat.received"),
 	}
 	staticToken := []string{
 		"export WS_TOKEN=docs-static-token-0123456789 TOKEN=docs-static-token-0123456789\neventhub\n",
-		block("README.md", "eventhub topics create -nats-token $WS_TOKEN"),
-		block("docs/operations.md", "eventhub bench -transport ws"),
+		block("docs/nats.md", "eventhub topics create -nats-token $WS_TOKEN"),
+		block("docs/production.md", "eventhub bench -transport ws"),
 	}
 	exports := []string{
 		"eventhub\n" +
 			"curl -sf -X POST -H 'Eventhub-Header-correlationId: req-7f3a' localhost:8081/publish/orders.created -d '{\"n\":1}'\n",
-		block("docs/ops.md", "-out orders.ndjson"),
-		block("docs/ops.md", "$ eventhub export -topic orders.created -correlation-id"),
+		block("docs/http-api.md", "-out orders.ndjson"),
+		block("docs/http-api.md", "$ eventhub export -topic orders.created -correlation-id"),
 	}
-	admin := block("docs/ops.md", "T=$(eventhub token -scopes admin)")
+	admin := block("docs/http-api.md", "T=$(eventhub token -scopes admin)")
 
 	// The quick start builds the binary the other scenarios run.
 	ok := t.Run("quick start", func(t *testing.T) {

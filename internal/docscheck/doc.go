@@ -1,4 +1,4 @@
-// Package docscheck holds the tests that compile the Go examples of the
-// README, so that what a user copies builds, and that check that the Go
-// identifiers the docs' prose names exist.
+// Package docscheck holds the tests that keep README.md and docs/ true:
+// their Go examples compile, their configuration examples load, their
+// shell commands run, and the Go identifiers their prose names exist.
 package docscheck

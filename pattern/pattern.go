@@ -1,9 +1,41 @@
-package acl
+// Package pattern is eventhub's one topic-pattern type: its syntax, matching
+// topics, and comparing two patterns (covers, intersects). Access policies
+// (package acl), rate limits (package limits) and wildcard subscriptions
+// (package jetstream) compile patterns with it.
+//
+// Topics are "."-separated, non-empty segments, e.g. "heartbeat.received".
+// A pattern ([Compile]) is the same with wildcards:
+//
+//   - a literal segment matches itself exactly;
+//   - "*" matches exactly one segment;
+//   - "**" matches ONE OR MORE segments, at any position, any number of
+//     times.
+//
+// Decision: "**" never matches zero segments. So "a.**" matches "a.b" and
+// "a.b.c" but not "a"; "**.c" matches "x.c" and "x.y.c" but not "c";
+// "a.**.c" matches "a.x.c" and "a.x.y.c" but not "a.c"; "**" alone matches
+// every valid topic. To grant "a" and everything below it, list both "a"
+// and "a.**".
+//
+// Invalid patterns (error wrapping [ErrBadPattern]): empty, an empty segment,
+// '*' mixed with other characters ("a*", "***"), a ">" segment (reserved: it
+// is the NATS full wildcard), whitespace or control characters. Patterns
+// are compiled once; matching is allocation-free for topics of up to 16
+// segments and runs in O(pattern × topic) worst case.
+package pattern
 
 import (
 	"fmt"
 	"strings"
+
+	"github.com/eventhub/eventhub/facade"
 )
+
+// ErrBadPattern means a topic pattern is invalid (empty, empty segment, a
+// segment mixing '*' with other characters such as "a*" or "***", a ">"
+// segment, whitespace or control characters). It is a *facade.Error:
+// test with errors.Is.
+var ErrBadPattern = &facade.Error{Code: "bad_pattern", Msg: "invalid topic pattern"}
 
 // segKind is the kind of one compiled pattern segment.
 type segKind uint8
@@ -39,12 +71,12 @@ type Pattern struct {
 	literal bool // no wildcard: Match is a string comparison
 }
 
-// CompilePattern parses and validates a topic pattern. Invalid patterns
+// Compile parses and validates a topic pattern. Invalid patterns
 // return an error wrapping ErrBadPattern: the empty pattern, an empty segment
 // ("a..b", ".a", "a."), a segment mixing '*' with anything else ("a*",
 // "*b", "***"), a ">" segment (reserved: it is the NATS full wildcard), and
 // any whitespace or control character.
-func CompilePattern(pattern string) (Pattern, error) {
+func Compile(pattern string) (Pattern, error) {
 	if pattern == "" {
 		return Pattern{}, fmt.Errorf("%w: empty pattern", ErrBadPattern)
 	}
@@ -66,7 +98,7 @@ func CompilePattern(pattern string) (Pattern, error) {
 			return Pattern{}, fmt.Errorf("%w: pattern %q: segment %q: '*' must be a whole segment (\"*\" or \"**\")", ErrBadPattern, pattern, part)
 		case part == ">":
 			return Pattern{}, fmt.Errorf("%w: pattern %q: \">\" is reserved; use \"**\"", ErrBadPattern, pattern)
-		case hasSpaceOrControl(part):
+		case HasSpaceOrControl(part):
 			return Pattern{}, fmt.Errorf("%w: pattern %q: segment %d contains whitespace or a control character", ErrBadPattern, pattern, i+1)
 		default:
 			segs = append(segs, segment{kind: segLit, lit: part})
@@ -79,10 +111,10 @@ func CompilePattern(pattern string) (Pattern, error) {
 	return Pattern{src: pattern, segs: segs, literal: literal}, nil
 }
 
-// hasSpaceOrControl reports whether s contains an ASCII space, an ASCII
-// control character or DEL. Such characters are never valid in patterns or
-// in topics checked by CompiledPolicy.Allowed.
-func hasSpaceOrControl(s string) bool {
+// HasSpaceOrControl reports whether s contains an ASCII space, an ASCII
+// control character or DEL. Such characters are never valid in patterns,
+// in topics or in group names.
+func HasSpaceOrControl(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c <= ' ' || c == 0x7f {
 			return true
@@ -109,16 +141,17 @@ func (p Pattern) Match(topic string) bool {
 		return topic == p.src
 	}
 	var buf [16]string
-	segs, ok := splitTopic(topic, buf[:0])
+	segs, ok := SplitTopic(topic, buf[:0])
 	if !ok {
 		return false
 	}
 	return matchSegs(p.segs, segs)
 }
 
-// matchTopic is Match with the topic already split by the caller (segs is
-// non-empty).
-func (p *Pattern) matchTopic(topic string, segs []string) bool {
+// MatchSplit is Match with the topic already split by the caller
+// ([SplitTopic]; segs is non-empty): for matching one topic against many
+// patterns.
+func (p *Pattern) MatchSplit(topic string, segs []string) bool {
 	if p.literal {
 		return topic == p.src
 	}
@@ -129,9 +162,9 @@ func (p *Pattern) matchTopic(topic string, segs []string) bool {
 	return matchSegs(p.segs, segs)
 }
 
-// splitTopic appends the "."-separated segments of topic to dst. ok is false
+// SplitTopic appends the "."-separated segments of topic to dst. ok is false
 // if topic is empty or has an empty segment.
-func splitTopic(topic string, dst []string) (segs []string, ok bool) {
+func SplitTopic(topic string, dst []string) (segs []string, ok bool) {
 	if topic == "" {
 		return dst, false
 	}
@@ -197,6 +230,11 @@ func loops(pat []segment, k int) bool {
 
 // Intersects reports whether some topic matches both p and q.
 func (p Pattern) Intersects(q Pattern) bool { return intersects(p.segs, q.segs) }
+
+// Covers reports whether every topic q matches is also matched by p. It
+// answers false when p has more than 63 segments (the safe answer for
+// authorization).
+func (p Pattern) Covers(q Pattern) bool { return covers(p.segs, q.segs) }
 
 // intersects reports whether some topic matches both a and b. It explores
 // the product of the two patterns' automata (state k = k segments consumed;

@@ -1,4 +1,4 @@
-package acl
+package pattern
 
 import (
 	"errors"
@@ -66,9 +66,9 @@ func refMatchSegs(p, t []string) bool {
 
 func mustPattern(tb testing.TB, s string) Pattern {
 	tb.Helper()
-	p, err := CompilePattern(s)
+	p, err := Compile(s)
 	if err != nil {
-		tb.Fatalf("CompilePattern(%q): %v", s, err)
+		tb.Fatalf("Compile(%q): %v", s, err)
 	}
 	return p
 }
@@ -118,7 +118,7 @@ func TestMatch(t *testing.T) {
 	}
 }
 
-func TestCompilePattern(t *testing.T) {
+func TestCompile(t *testing.T) {
 	tests := []struct {
 		pattern string
 		wantErr error
@@ -146,16 +146,16 @@ func TestCompilePattern(t *testing.T) {
 		{"a\x00", ErrBadPattern, false},
 	}
 	for _, tt := range tests {
-		p, err := CompilePattern(tt.pattern)
+		p, err := Compile(tt.pattern)
 		if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
-			t.Errorf("CompilePattern(%q) error = %v, want %v", tt.pattern, err, tt.wantErr)
+			t.Errorf("Compile(%q) error = %v, want %v", tt.pattern, err, tt.wantErr)
 			continue
 		}
 		if err != nil {
 			continue
 		}
 		if p.String() != tt.pattern || p.IsLiteral() != tt.literal {
-			t.Errorf("CompilePattern(%q) = %q literal=%v, want literal=%v", tt.pattern, p.String(), p.IsLiteral(), tt.literal)
+			t.Errorf("Compile(%q) = %q literal=%v, want literal=%v", tt.pattern, p.String(), p.IsLiteral(), tt.literal)
 		}
 		if got := refValidPattern(tt.pattern); got != (tt.wantErr == nil) {
 			t.Errorf("refValidPattern(%q) = %v disagrees with table", tt.pattern, got)
@@ -250,11 +250,11 @@ func TestCoversIntersectsAgainstBruteForce(t *testing.T) {
 		}
 		// a witness of an intersection of two patterns of <= 3 segments
 		// needs at most 6 segments, so both directions must agree
-		if got := intersects(p.segs, s.segs); got != bfInter {
+		if got := p.Intersects(s); got != bfInter {
 			t.Fatalf("intersects(%q, %q) = %v, brute force %v", ps, ss, got, bfInter)
 		}
 		// soundness: covers may never claim more than enumeration shows
-		got := covers(p.segs, s.segs)
+		got := p.Covers(s)
 		if got && !bfCover {
 			t.Fatalf("covers(%q, %q) = true, but some topic of the second is not matched by the first", ps, ss)
 		}
@@ -296,15 +296,15 @@ func TestCoversIntersectsTable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		p, s := mustPattern(t, tt.p), mustPattern(t, tt.s)
-		if got := covers(p.segs, s.segs); got != tt.covers {
+		if got := p.Covers(s); got != tt.covers {
 			t.Errorf("covers(%q, %q) = %v, want %v", tt.p, tt.s, got, tt.covers)
 		}
-		if got := intersects(p.segs, s.segs); got != tt.meet {
+		if got := p.Intersects(s); got != tt.meet {
 			t.Errorf("intersects(%q, %q) = %v, want %v", tt.p, tt.s, got, tt.meet)
 		}
 	}
 	long := mustPattern(t, strings.Repeat("a.", 70)+"**")
-	if covers(long.segs, mustPattern(t, "a.**").segs) {
+	if long.Covers(mustPattern(t, "a.**")) {
 		t.Error("covers must answer false (safe) for over-long covering patterns")
 	}
 }
@@ -321,19 +321,19 @@ func TestMatchDoesNotAllocate(t *testing.T) {
 	}
 }
 
-// FuzzMatch checks CompilePattern against the reference syntax and Match
+// FuzzMatch checks Compile against the reference syntax and Match
 // against the reference matcher. The seed corpus is in
 // testdata/fuzz/FuzzMatch.
 func FuzzMatch(f *testing.F) {
 	f.Add("a.**.c", "a.x.y.c")
 	f.Fuzz(func(t *testing.T, pattern, topic string) {
-		p, err := CompilePattern(pattern)
+		p, err := Compile(pattern)
 		if valid := refValidPattern(pattern); valid != (err == nil) {
-			t.Fatalf("CompilePattern(%q) error = %v, reference validity %v", pattern, err, valid)
+			t.Fatalf("Compile(%q) error = %v, reference validity %v", pattern, err, valid)
 		}
 		if err != nil {
 			if !errors.Is(err, ErrBadPattern) {
-				t.Fatalf("CompilePattern(%q) error %v does not wrap ErrBadPattern", pattern, err)
+				t.Fatalf("Compile(%q) error %v does not wrap ErrBadPattern", pattern, err)
 			}
 		} else if strings.Count(pattern, "**") <= 4 && strings.Count(topic, ".") <= 24 {
 			// bounded so the exponential reference stays fast
@@ -341,7 +341,7 @@ func FuzzMatch(f *testing.F) {
 				t.Fatalf("%q.Match(%q) = %v, reference %v", pattern, topic, got, want)
 			}
 		}
-		if lp, err := CompilePattern(topic); err == nil && !lp.Match(topic) {
+		if lp, err := Compile(topic); err == nil && !lp.Match(topic) {
 			t.Fatalf("pattern %q does not match the identical topic", topic)
 		}
 	})

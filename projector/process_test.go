@@ -14,11 +14,11 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/eventhub/eventhub/examples/projector"
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/natstest"
 	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/jetstream"
+	"github.com/eventhub/eventhub/projector"
 )
 
 func TestMain(m *testing.M) {

@@ -1,5 +1,6 @@
-// Package projector is an example application built on the bus, run by
-// "eventhub -demo":
+// Package projector is the hub's heartbeat → process state feature, an
+// application built on the bus, run by "eventhub -projector" and
+// "eventhub -demo" (with [Demo]'s sample heartbeats):
 // heartbeats ("heartbeat.received", payload [Heartbeat]) become process
 // states ("process.state", keyed "host:name:pid", payload [ProcessState])
 // with status "alive", or "stale" after [Config.StaleAfter] without a
