@@ -17,6 +17,7 @@ import (
 // imports the examples may use, by the name they use.
 var imports = map[string]string{
 	"context":    "context",
+	"errors":     "errors",
 	"json":       "encoding/json",
 	"log":        "log",
 	"time":       "time",
