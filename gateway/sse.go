@@ -94,8 +94,7 @@ func (g *Gateway) serveSSE(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer leave()
-	sink := &sseSink{q: make(chan []byte, g.cfg.OutboundQueue), slow: make(chan struct{}), backlogMax: g.cfg.OutboundQueue + g.cfg.LiveRecoveryLimit + 1}
-	ls, err := g.followSSE(r, p, topic, opts, sink)
+	ls, sink, err := g.followSSE(r, p, topic, opts)
 	if err != nil {
 		writeHTTPError(w, err)
 		return
@@ -127,24 +126,25 @@ func (g *Gateway) admitStream(r *http.Request, p Principal) (leave func(), err e
 	return func() { releaseConn(); releaseIP(); g.wg.Done() }, nil
 }
 
-// followSSE counts the stream's subscription and follows topic into sink;
-// the subscription's count is given back with the follow.
-func (g *Gateway) followSSE(r *http.Request, p Principal, topic string, opts wire.LiveOptions, sink *sseSink) (*liveSub, error) {
+// followSSE counts the stream's subscription and follows topic into the
+// stream's sink; the subscription's count is given back with the follow.
+func (g *Gateway) followSSE(r *http.Request, p Principal, topic string, opts wire.LiveOptions) (*liveSub, *sseSink, error) {
 	release, err := g.holdSubscription(r.Context(), p)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	sink := &sseSink{q: make(chan []byte, g.cfg.OutboundQueue), slow: make(chan struct{}), backlogMax: g.cfg.OutboundQueue + g.cfg.LiveRecoveryLimit + 1}
 	ctx, cancel := context.WithTimeout(g.bind(r.Context(), p), g.cfg.RequestTimeout)
 	ls, err := g.follow(ctx, topic, opts, sink)
 	cancel()
 	if err != nil {
 		release()
-		return nil, err
+		return nil, nil, err
 	}
 	ls.mu.Lock()
 	ls.release = release
 	ls.mu.Unlock()
-	return ls, nil
+	return ls, sink, nil
 }
 
 // writeSSE writes the stream: what the recovery read first, then the
@@ -171,16 +171,11 @@ func (g *Gateway) writeSSE(w http.ResponseWriter, r *http.Request, p Principal, 
 			return false
 		}
 		// Write what else is queued before flushing: one flush a burst.
-		for {
-			select {
-			case more := <-sink.q:
-				if _, err := w.Write(more); err != nil {
-					return false
-				}
-				continue
-			default:
+		// Only this goroutine receives from sink.q.
+		for len(sink.q) > 0 {
+			if _, err := w.Write(<-sink.q); err != nil {
+				return false
 			}
-			break
 		}
 		return rc.Flush() == nil
 	}
