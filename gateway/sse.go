@@ -188,7 +188,8 @@ func (g *Gateway) writeSSE(w http.ResponseWriter, r *http.Request, p Principal, 
 		}
 	}
 	sink.backlog = nil
-	for {
+	var code string
+	for code == "" {
 		select {
 		case b := <-sink.q:
 			if !write(b) {
@@ -200,18 +201,16 @@ func (g *Gateway) writeSSE(w http.ResponseWriter, r *http.Request, p Principal, 
 			}
 		case <-sink.slow:
 			g.liveDrops.Add(1)
-			_ = write([]byte("event: error\ndata: {\"code\":\"slow_client\"}\n\n"))
-			return
+			code = wire.CodeSlowClient
 		case <-expired:
-			_ = write([]byte("event: error\ndata: {\"code\":\"token_expired\"}\n\n"))
-			return
+			code = wire.CodeTokenExpired
 		case <-g.done:
-			_ = write([]byte("event: error\ndata: {\"code\":\"going_away\"}\n\n"))
-			return
+			code = wire.CodeGoingAway
 		case <-r.Context().Done():
 			return
 		}
 	}
+	_ = write([]byte("event: error\ndata: {\"code\":\"" + code + "\"}\n\n"))
 }
 
 // sseOptions reads since (or the Last-Event-ID an EventSource sends when it
