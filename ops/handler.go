@@ -80,6 +80,18 @@ var routes = []route{
 	{"POST /admin/sessions/disconnect", admin, false, (*Handler).adminDisconnect},
 }
 
+// AdminRoutes returns the patterns of the admin API's routes ("POST
+// /admin/groups/seek" and so on), for a proxy or a check that lists them.
+func AdminRoutes() []string {
+	var out []string
+	for _, rt := range routes {
+		if rt.access == admin {
+			out = append(out, rt.pattern)
+		}
+	}
+	return out
+}
+
 // New returns a Handler for cfg, or the error of [Config.Validate].
 func New(cfg Config) (*Handler, error) {
 	if err := cfg.Validate(); err != nil {
