@@ -131,14 +131,20 @@ func (g *Gateway) Handler() http.Handler { return g.mux }
 // Config returns the gateway's configuration with defaults applied.
 func (g *Gateway) Config() Config { return g.cfg }
 
-func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
+// enter admits a connection (a WebSocket or an event stream) to an open
+// gateway: false when it is shutting down; true counts the connection in
+// g.wg, which the caller releases with g.wg.Done when it ends.
+func (g *Gateway) enter() bool {
 	g.mu.Lock()
-	closed := g.closed
-	if !closed {
+	defer g.mu.Unlock()
+	if !g.closed {
 		g.wg.Add(1)
 	}
-	g.mu.Unlock()
-	if closed {
+	return !g.closed
+}
+
+func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
+	if !g.enter() {
 		http.Error(w, "gateway shutting down", http.StatusServiceUnavailable)
 		return
 	}

@@ -73,7 +73,8 @@ func (k *sseSink) sendReady(r liveReady) {
 	}
 }
 
-// serveSSE is GET /sse/{topic}[?since=seq|&snapshot=true].
+// serveSSE is GET /sse/{topic}[?since=seq|&snapshot=true]: admission,
+// the follow, then the write loop.
 func (g *Gateway) serveSSE(w http.ResponseWriter, r *http.Request) {
 	if tok := r.URL.Query().Get("access_token"); tok != "" && r.Header.Get("Authorization") == "" {
 		r.Header.Set("Authorization", "Bearer "+tok)
@@ -87,39 +88,50 @@ func (g *Gateway) serveSSE(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, err)
 		return
 	}
-	g.mu.Lock()
-	closed := g.closed
-	if !closed {
-		g.wg.Add(1)
-	}
-	g.mu.Unlock()
-	if closed {
-		writeHTTPError(w, wire.ErrGoingAway)
+	leave, err := g.admitStream(r, p)
+	if err != nil {
+		writeHTTPError(w, err)
 		return
 	}
-	defer g.wg.Done()
+	defer leave()
+	ls, sink, err := g.followSSE(r, p, topic, opts)
+	if err != nil {
+		writeHTTPError(w, err)
+		return
+	}
+	defer g.unfollow(ls)
+	g.writeSSE(w, r, p, sink)
+}
 
-	// An event stream is a connection as a WebSocket is: the same
-	// per-address and per-principal connection quotas apply.
+// admitStream admits an event stream of p as a WebSocket is admitted: to
+// an open gateway, within the per-address and per-principal connection
+// quotas. leave gives back what the stream holds.
+func (g *Gateway) admitStream(r *http.Request, p Principal) (leave func(), err error) {
+	if !g.enter() {
+		return nil, wire.ErrGoingAway
+	}
 	releaseIP, err := g.admitIP(r)
 	if err != nil {
-		writeHTTPError(w, err)
-		return
+		g.wg.Done()
+		return nil, err
 	}
-	defer releaseIP()
+	releaseConn := func() {}
 	if g.cfg.Limiter != nil && p != nil {
-		releaseConn, err := g.cfg.Limiter.Connect(p)
-		if err != nil {
-			writeHTTPError(w, err)
-			return
+		if releaseConn, err = g.cfg.Limiter.Connect(p); err != nil {
+			releaseIP()
+			g.wg.Done()
+			return nil, err
 		}
-		defer releaseConn()
 	}
+	return func() { releaseConn(); releaseIP(); g.wg.Done() }, nil
+}
 
+// followSSE counts the stream's subscription and follows topic into the
+// stream's sink; the subscription's count is given back with the follow.
+func (g *Gateway) followSSE(r *http.Request, p Principal, topic string, opts wire.LiveOptions) (*liveSub, *sseSink, error) {
 	release, err := g.holdSubscription(r.Context(), p)
 	if err != nil {
-		writeHTTPError(w, err)
-		return
+		return nil, nil, err
 	}
 	sink := &sseSink{q: make(chan []byte, g.cfg.OutboundQueue), slow: make(chan struct{}), backlogMax: g.cfg.OutboundQueue + g.cfg.LiveRecoveryLimit + 1}
 	ctx, cancel := context.WithTimeout(g.bind(r.Context(), p), g.cfg.RequestTimeout)
@@ -127,14 +139,18 @@ func (g *Gateway) serveSSE(w http.ResponseWriter, r *http.Request) {
 	cancel()
 	if err != nil {
 		release()
-		writeHTTPError(w, err)
-		return
+		return nil, nil, err
 	}
 	ls.mu.Lock()
 	ls.release = release
 	ls.mu.Unlock()
-	defer g.unfollow(ls)
+	return ls, sink, nil
+}
 
+// writeSSE writes the stream: what the recovery read first, then the
+// ready event and the live events, with keepalives, until the client
+// goes, lags, its token expires or the gateway shuts down.
+func (g *Gateway) writeSSE(w http.ResponseWriter, r *http.Request, p Principal, sink *sseSink) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -155,16 +171,11 @@ func (g *Gateway) serveSSE(w http.ResponseWriter, r *http.Request) {
 			return false
 		}
 		// Write what else is queued before flushing: one flush a burst.
-		for {
-			select {
-			case more := <-sink.q:
-				if _, err := w.Write(more); err != nil {
-					return false
-				}
-				continue
-			default:
+		// Only this goroutine receives from sink.q.
+		for len(sink.q) > 0 {
+			if _, err := w.Write(<-sink.q); err != nil {
+				return false
 			}
-			break
 		}
 		return rc.Flush() == nil
 	}
@@ -177,7 +188,8 @@ func (g *Gateway) serveSSE(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	sink.backlog = nil
-	for {
+	var code string
+	for code == "" {
 		select {
 		case b := <-sink.q:
 			if !write(b) {
@@ -189,18 +201,16 @@ func (g *Gateway) serveSSE(w http.ResponseWriter, r *http.Request) {
 			}
 		case <-sink.slow:
 			g.liveDrops.Add(1)
-			_ = write([]byte("event: error\ndata: {\"code\":\"slow_client\"}\n\n"))
-			return
+			code = wire.CodeSlowClient
 		case <-expired:
-			_ = write([]byte("event: error\ndata: {\"code\":\"token_expired\"}\n\n"))
-			return
+			code = wire.CodeTokenExpired
 		case <-g.done:
-			_ = write([]byte("event: error\ndata: {\"code\":\"going_away\"}\n\n"))
-			return
+			code = wire.CodeGoingAway
 		case <-r.Context().Done():
 			return
 		}
 	}
+	_ = write([]byte("event: error\ndata: {\"code\":\"" + code + "\"}\n\n"))
 }
 
 // sseOptions reads since (or the Last-Event-ID an EventSource sends when it

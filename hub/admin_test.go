@@ -15,6 +15,7 @@ import (
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/hub"
 	"github.com/eventhub/eventhub/jetstream"
+	"github.com/eventhub/eventhub/ops"
 )
 
 // lockedBuffer collects a hub's log lines.
@@ -53,6 +54,21 @@ var adminCalls = []struct{ method, path string }{
 	{"GET", "/admin/events/browse?topic=adm.t"},
 	{"GET", "/admin/sessions"},
 	{"POST", "/admin/sessions/disconnect?id=1"},
+	{"DELETE", "/admin/keys?topic=adm.t&key=k"},
+}
+
+// TestAdminCallsCoverEveryRoute: adminCalls has a call for every admin
+// route the ops handler registers.
+func TestAdminCallsCoverEveryRoute(t *testing.T) {
+	called := map[string]bool{}
+	for _, c := range adminCalls {
+		called[c.method+" "+strings.Split(c.path, "?")[0]] = true
+	}
+	for _, pattern := range ops.AdminRoutes() {
+		if !called[pattern] {
+			t.Errorf("admin route %s has no call in adminCalls", pattern)
+		}
+	}
 }
 
 // TestAdminAPINeedsAdminScope: with auth on, every admin call is refused

@@ -75,7 +75,7 @@ func docCurl(t *testing.T, page, marker string, vars map[string]string, base str
 }
 
 // TestKeyDeleteDocCommands runs the delete commands of docs/keys.md (HTTP,
-// on the gateway's port and on the HTTP port) and docs/ops.md (admin API)
+// on the gateway's port and on the HTTP port) and docs/http-api.md (admin API)
 // against a hub: each stores a tombstone, after which the key has no value.
 func TestKeyDeleteDocCommands(t *testing.T) {
 	const token = "s3cret-static-token-for-docs"
@@ -89,7 +89,7 @@ func TestKeyDeleteDocCommands(t *testing.T) {
 		{"../docs/keys.md", "-X DELETE", "host:stt:1234", nil, "http://" + h.Addr("ws")},
 		// The HTTP port serves the same route.
 		{"../docs/keys.md", "-X DELETE", "host:stt:1234", nil, "http://" + h.Addr("http")},
-		{"../docs/ops.md", "/admin/keys?", "host-a:api:101", map[string]string{"OPS": ops, "H": "Authorization: Bearer " + token}, ""},
+		{"../docs/http-api.md", "/admin/keys?", "host-a:api:101", map[string]string{"OPS": ops, "H": "Authorization: Bearer " + token}, ""},
 	} {
 		for range 2 {
 			if _, err := h.Bus.Publish(t.Context(), "process.state", json.RawMessage(`{"status":"alive"}`), facade.PublishOptions{Key: tc.key}); err != nil {

@@ -2,7 +2,6 @@ package ops
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -20,19 +19,6 @@ type SessionDirectory interface {
 	Disconnect(id uint64) bool
 }
 
-// Routes of the admin API (docs/http-api.md, "Admin API"), as ServeMux
-// patterns. Each answers JSON and takes its arguments from the query
-// string.
-var adminRoutes = []string{
-	"GET /admin/groups", "POST /admin/groups/seek", "POST /admin/groups/pause",
-	"POST /admin/groups/resume", "DELETE /admin/groups",
-	"GET /admin/topics", "POST /admin/topics", "POST /admin/topics/purge", "DELETE /admin/topics",
-	"DELETE /admin/keys",
-	"GET /admin/deadletters", "POST /admin/deadletters/redrive", "POST /admin/deadletters/discard",
-	"GET /admin/events", "GET /admin/events/browse",
-	"GET /admin/sessions", "POST /admin/sessions/disconnect",
-}
-
 // Bounds of the admin API's pages and batch actions.
 const (
 	defaultPage = 50
@@ -45,30 +31,6 @@ const (
 	// the answer says where to go on.
 	maxBatchAction = 1000
 )
-
-type adminFunc func(w http.ResponseWriter, r *http.Request, principal string)
-
-func (h *Handler) adminHandlers() map[string]adminFunc {
-	return map[string]adminFunc{
-		"GET /admin/groups":               h.adminGroups,
-		"POST /admin/groups/seek":         h.adminSeek,
-		"POST /admin/groups/pause":        h.adminPause,
-		"POST /admin/groups/resume":       h.adminResume,
-		"DELETE /admin/groups":            h.adminDeleteGroup,
-		"GET /admin/topics":               h.adminDescribeTopic,
-		"POST /admin/topics":              h.adminDeclareTopic,
-		"POST /admin/topics/purge":        h.adminPurge,
-		"DELETE /admin/topics":            h.adminDeleteTopic,
-		"DELETE /admin/keys":              h.adminDeleteKey,
-		"GET /admin/deadletters":          h.adminDeadLetters,
-		"POST /admin/deadletters/redrive": h.adminRedrive,
-		"POST /admin/deadletters/discard": h.adminDiscard,
-		"GET /admin/events":               h.adminEvent,
-		"GET /admin/events/browse":        h.adminBrowse,
-		"GET /admin/sessions":             h.adminSessions,
-		"POST /admin/sessions/disconnect": h.adminDisconnect,
-	}
-}
 
 // statusWriter records the status an admin handler answered, for the
 // audit log.
@@ -85,11 +47,11 @@ func (w *statusWriter) WriteHeader(code int) {
 }
 
 // admin authorizes an admin request (Config.AuthorizeAdmin), validates its
-// topic (a pattern too, when pattern is set: see groupRoutes) and group,
+// topic (a pattern too, for a group route: see [route]) and group,
 // runs it, and writes one audit record: who, what, with which arguments,
 // and the answer's status (reads at debug level, actions at info, refusals
 // at warn).
-func (h *Handler) admin(fn adminFunc, pattern bool) http.Handler {
+func (h *Handler) admin(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w}
 		principal, err := h.adminPrincipal(r)
@@ -97,15 +59,17 @@ func (h *Handler) admin(fn adminFunc, pattern bool) http.Handler {
 			err = sameSite(r)
 		}
 		if err == nil {
-			err = validNames(r, pattern)
+			err = validNames(r, rt.groupTopic)
 		}
-		switch {
-		case err != nil:
+		if err == nil {
+			fr := r
+			if h.cfg.BindPrincipal != nil {
+				fr = r.WithContext(h.cfg.BindPrincipal(r.Context(), principal))
+			}
+			err = rt.fn(h, sw, fr)
+		}
+		if err != nil {
 			h.writeError(sw, r, err)
-		case h.cfg.BindPrincipal != nil:
-			fn(sw, r.WithContext(h.cfg.BindPrincipal(r.Context(), principal)), principal)
-		default:
-			fn(sw, r, principal)
 		}
 		status := cmpStatus(sw.status)
 		attrs := []any{"principal", principal, "method", r.Method, "path", r.URL.Path,
@@ -135,13 +99,7 @@ func (h *Handler) adminPrincipal(r *http.Request) (string, error) {
 	switch {
 	case h.cfg.AuthorizeAdmin != nil:
 		p, err := h.cfg.AuthorizeAdmin(r)
-		if err != nil {
-			if !errors.Is(err, ErrForbidden) {
-				err = fmt.Errorf("%w: %w", ErrUnauthorized, err)
-			}
-			return p, err
-		}
-		return p, nil
+		return p, refused(err)
 	case h.cfg.Authorize != nil:
 		return "", fmt.Errorf("%w: the admin API is not enabled on this handler (no Config.AuthorizeAdmin)", ErrForbidden)
 	}

@@ -35,35 +35,31 @@ func storedEvent(se *inspect.StoredEvent) storedEventJSON {
 
 // adminEvent answers one event of ?topic= by ?seq= or ?id=, with the
 // message's headers.
-func (h *Handler) adminEvent(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *Handler) adminEvent(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
 	ti, err := h.lookupTopic(ctx, r)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	seq, err := seqParam(r, "seq")
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	if id := r.URL.Query().Get("id"); seq == 0 && id != "" {
 		if seq, err = h.bus.SeqOfID(ctx, ti.Topic, id); err != nil {
-			h.writeError(w, r, err)
-			return
+			return err
 		}
 	}
 	if seq == 0 {
-		h.writeError(w, r, fmt.Errorf("%w: query parameter seq or id is required", ErrBadRequest))
-		return
+		return fmt.Errorf("%w: query parameter seq or id is required", ErrBadRequest)
 	}
 	se, err := h.bus.Event(ctx, ti.Topic, seq)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, storedEvent(se))
+	return nil
 }
 
 type browseJSON struct {
@@ -80,24 +76,21 @@ type browseJSON struct {
 // filtered by ?key=, ?tag= and ?causedBy= (an id the event was caused
 // by). A page reads at most 10000 messages, so a rare match may need
 // several pages; it never reads the whole stream at once.
-func (h *Handler) adminBrowse(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *Handler) adminBrowse(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
 	q, err := ParseQuery(r.URL.Query())
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	q.Limit = 0
 	limit, err := intParam(r, "limit", defaultPage, 1, maxPage)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	ti, from, to, _, err := resolveRange(ctx, h.bus, q)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	v := r.URL.Query()
 	key := v.Get("key")
@@ -107,7 +100,7 @@ func (h *Handler) adminBrowse(w http.ResponseWriter, r *http.Request, _ string) 
 	if from > to || noKey {
 		out.End, out.Next = true, max(from, to+1)
 		writeJSON(w, http.StatusOK, out)
-		return
+		return nil
 	}
 	next, end, err := h.bus.Scan(ctx, ti.Topic, inspect.Scan{Key: key, From: from, Max: maxScan}, func(se *inspect.StoredEvent) bool {
 		e := se.Event
@@ -120,12 +113,12 @@ func (h *Handler) adminBrowse(w http.ResponseWriter, r *http.Request, _ string) 
 		return len(out.Events) < int(limit) && e.Seq < to
 	})
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	out.Next = next
 	out.End = end || next > to
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // deadLetterJSON is one dead letter: where it is in <topic>.dlq, the event
@@ -186,28 +179,25 @@ func (h *Handler) deadLetterTopic(ctx context.Context, r *http.Request) (string,
 
 // adminDeadLetters lists the dead letters of ?topic= after ?after= (a
 // sequence of the dead-letter topic), ?limit= at a time.
-func (h *Handler) adminDeadLetters(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *Handler) adminDeadLetters(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
 	topic, ti, err := h.deadLetterTopic(ctx, r)
 	if errors.Is(err, facade.ErrNotFound) && ti == nil && topic != "" {
 		writeJSON(w, http.StatusOK, deadLettersJSON{Topic: topic, DeadLetterTopic: facade.DeadLetterTopic(topic),
 			DeadLetters: []deadLetterJSON{}, End: true})
-		return
+		return nil
 	}
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	after, err := intParam(r, "after", 0, 0, 1<<62)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	limit, err := intParam(r, "limit", defaultPage, 1, maxPage)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	out := deadLettersJSON{Topic: topic, DeadLetterTopic: ti.Topic, DeadLetters: []deadLetterJSON{}}
 	next, end, err := h.bus.Scan(ctx, ti.Topic, inspect.Scan{From: uint64(after) + 1, Max: int(limit)}, func(se *inspect.StoredEvent) bool {
@@ -215,11 +205,11 @@ func (h *Handler) adminDeadLetters(w http.ResponseWriter, r *http.Request, _ str
 		return true
 	})
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	out.Next, out.End = next-1, end
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // RedriveKey is the Nats-Msg-Id of the event a redrive of dead letter
@@ -280,8 +270,8 @@ type redrivenJSON struct {
 // headers (without dlq_*), key, tags and sid, and caused_by the original
 // event's id: redriving the same dead letter again within the duplicate
 // window stores nothing new. Every group of the topic gets the event.
-func (h *Handler) adminRedrive(w http.ResponseWriter, r *http.Request, _ string) {
-	h.deadLetterAction(w, r, "redriven", func(ctx context.Context, topic string, e *facade.EventRecord) (*redrivenJSON, error) {
+func (h *Handler) adminRedrive(w http.ResponseWriter, r *http.Request) error {
+	return h.deadLetterAction(w, r, "redriven", func(ctx context.Context, topic string, e *facade.EventRecord) (*redrivenJSON, error) {
 		headers := make(map[string]string, len(e.Headers))
 		for k, v := range e.Headers {
 			if !strings.HasPrefix(k, "dlq_") {
@@ -307,8 +297,8 @@ func (h *Handler) adminRedrive(w http.ResponseWriter, r *http.Request, _ string)
 }
 
 // adminDiscard deletes dead letters from <topic>.dlq.
-func (h *Handler) adminDiscard(w http.ResponseWriter, r *http.Request, _ string) {
-	h.deadLetterAction(w, r, "discarded", nil)
+func (h *Handler) adminDiscard(w http.ResponseWriter, r *http.Request) error {
+	return h.deadLetterAction(w, r, "discarded", nil)
 }
 
 func nonEmpty(s string) []string {
@@ -323,24 +313,21 @@ func nonEmpty(s string) []string {
 // discard always deletes). It handles at most 1000 dead letters per call;
 // the answer's next and end say whether more are left.
 func (h *Handler) deadLetterAction(w http.ResponseWriter, r *http.Request, verb string,
-	fn func(ctx context.Context, topic string, e *facade.EventRecord) (*redrivenJSON, error)) {
+	fn func(ctx context.Context, topic string, e *facade.EventRecord) (*redrivenJSON, error)) error {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
 	topic, ti, err := h.deadLetterTopic(ctx, r)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	from, to, single, err := selection(r)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	keep := false
 	if fn != nil {
 		if keep, err = boolParam(r, "keep"); err != nil {
-			h.writeError(w, r, err)
-			return
+			return err
 		}
 	}
 	var done []*redrivenJSON
@@ -373,12 +360,10 @@ func (h *Handler) deadLetterAction(w http.ResponseWriter, r *http.Request, verb 
 		err = actErr
 	}
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	if single && count == 0 {
-		h.writeError(w, r, fmt.Errorf("%w: %s has no dead letter at %d", facade.ErrNotFound, ti.Topic, from))
-		return
+		return fmt.Errorf("%w: %s has no dead letter at %d", facade.ErrNotFound, ti.Topic, from)
 	}
 	out := map[string]any{"topic": topic, "deadLetterTopic": ti.Topic, verb: count,
 		"next": next, "end": end || next > to}
@@ -389,4 +374,5 @@ func (h *Handler) deadLetterAction(w http.ResponseWriter, r *http.Request, verb 
 		out["events"] = done
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }

@@ -38,22 +38,20 @@ type adminGroupsJSON struct {
 }
 
 // adminGroups lists the groups of one topic (?topic=) or of every topic.
-func (h *Handler) adminGroups(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *Handler) adminGroups(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
 	var topics []string
 	if r.URL.Query().Get("topic") != "" {
 		ti, err := h.lookupGroupTopic(ctx, r)
 		if err != nil {
-			h.writeError(w, r, err)
-			return
+			return err
 		}
 		topics = append(topics, ti.Topic)
 	} else {
 		var err error
 		if topics, err = h.bus.GroupTopics(ctx); err != nil {
-			h.writeError(w, r, err)
-			return
+			return err
 		}
 	}
 	out := adminGroupsJSON{Groups: []adminGroupJSON{}}
@@ -63,22 +61,21 @@ func (h *Handler) adminGroups(w http.ResponseWriter, r *http.Request, _ string) 
 			continue // deleted since it was listed
 		}
 		if err != nil {
-			h.writeError(w, r, err)
-			return
+			return err
 		}
 		if len(groups) == 0 {
 			continue
 		}
 		dl, atLeast, err := h.deadLetterCounts(ctx, topic)
 		if err != nil {
-			h.writeError(w, r, err)
-			return
+			return err
 		}
 		for i := range groups {
 			out.Groups = append(out.Groups, h.adminGroupOf(topic, &groups[i], dl[groups[i].Group], atLeast))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 func (h *Handler) adminGroupOf(topic string, gi *inspect.GroupInfo, dead int, atLeast bool) adminGroupJSON {
@@ -122,23 +119,20 @@ func (h *Handler) deadLetterCounts(ctx context.Context, topic string) (map[strin
 
 // adminSeek moves a group: ?to=earliest|latest|seq:<n>|ts:<time>|id:<id>
 // names the first event the group delivers next.
-func (h *Handler) adminSeek(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *Handler) adminSeek(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
 	ti, group, err := h.topicGroup(ctx, r)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	to, err := param(r, "to")
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	pos, err := ParsePosition(to)
 	if err != nil {
-		h.writeError(w, r, fmt.Errorf("to: %w", err))
-		return
+		return fmt.Errorf("to: %w", err)
 	}
 	var next uint64
 	switch pos.Kind {
@@ -147,8 +141,7 @@ func (h *Handler) adminSeek(w http.ResponseWriter, r *http.Request, _ string) {
 	case PosLatest:
 		st, err := h.bus.StreamState(ctx, ti.Topic)
 		if err != nil {
-			h.writeError(w, r, err)
-			return
+			return err
 		}
 		next = st.LastSeq + 1
 	case PosSeq:
@@ -159,31 +152,29 @@ func (h *Handler) adminSeek(w http.ResponseWriter, r *http.Request, _ string) {
 		next, err = h.bus.SeqOfID(ctx, ti.Topic, pos.ID)
 	}
 	if err != nil {
-		h.writeError(w, r, fmt.Errorf("to: %w", err))
-		return
+		return fmt.Errorf("to: %w", err)
 	}
 	g, err := h.bus.SeekGroup(ctx, ti.Topic, group, next)
-	h.writeGroup(ctx, w, r, ti.Topic, g, err, map[string]any{"next": next})
+	return h.writeGroup(ctx, w, r, ti.Topic, g, err, map[string]any{"next": next})
 }
 
 // writeGroup answers a group's state after an action, as the group list
 // shows it (its dead letters counted), with extra fields, or the action's
 // error.
-func (h *Handler) writeGroup(ctx context.Context, w http.ResponseWriter, r *http.Request, topic string, gi *inspect.GroupInfo, err error, extra map[string]any) {
+func (h *Handler) writeGroup(ctx context.Context, w http.ResponseWriter, r *http.Request, topic string, gi *inspect.GroupInfo, err error, extra map[string]any) error {
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	dl, atLeast, err := h.deadLetterCounts(ctx, topic)
 	if err != nil {
-		h.writeError(w, r, fmt.Errorf("the action was done, but the group's dead letters could not be counted: %w", err))
-		return
+		return fmt.Errorf("the action was done, but the group's dead letters could not be counted: %w", err)
 	}
 	out := map[string]any{"group": h.adminGroupOf(topic, gi, dl[gi.Group], atLeast)}
 	for k, v := range extra {
 		out[k] = v
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // defaultPause is how long a pause without ?until= or ?for= lasts: until
@@ -193,13 +184,12 @@ const defaultPause = 10 * 365 * 24 * time.Hour
 // adminPause pauses a group (JetStream consumer pause): its members get
 // nothing until ?until= (RFC 3339 or epoch ms), for ?for= (a Go duration),
 // or until resumed. Deliveries already in flight stay with their members.
-func (h *Handler) adminPause(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *Handler) adminPause(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
 	ti, group, err := h.topicGroup(ctx, r)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	until := h.cfg.Now().Add(defaultPause)
 	q := r.URL.Query()
@@ -209,53 +199,48 @@ func (h *Handler) adminPause(w http.ResponseWriter, r *http.Request, _ string) {
 		if isDigits(s) {
 			pos, err := ParsePosition("ts:" + s)
 			if err != nil {
-				h.writeError(w, r, fmt.Errorf("until: %w", err))
-				return
+				return fmt.Errorf("until: %w", err)
 			}
 			until = pos.Time
 		} else if until, err = time.Parse(time.RFC3339Nano, strings.ReplaceAll(s, " ", "+")); err != nil {
-			h.writeError(w, r, fmt.Errorf("%w: until %q: want RFC 3339 or epoch ms", ErrBadRequest, s))
-			return
+			return fmt.Errorf("%w: until %q: want RFC 3339 or epoch ms", ErrBadRequest, s)
 		}
 	case q.Get("for") != "":
 		d, err := time.ParseDuration(q.Get("for"))
 		if err != nil || d <= 0 {
-			h.writeError(w, r, fmt.Errorf("%w: for %q: want a positive duration such as 10m", ErrBadRequest, q.Get("for")))
-			return
+			return fmt.Errorf("%w: for %q: want a positive duration such as 10m", ErrBadRequest, q.Get("for"))
 		}
 		until = h.cfg.Now().Add(d)
 	}
 	g, err := h.bus.PauseGroup(ctx, ti.Topic, group, until)
-	h.writeGroup(ctx, w, r, ti.Topic, g, err, map[string]any{"pauseUntilMs": until.UnixMilli()})
+	return h.writeGroup(ctx, w, r, ti.Topic, g, err, map[string]any{"pauseUntilMs": until.UnixMilli()})
 }
 
 // adminResume resumes a paused group.
-func (h *Handler) adminResume(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *Handler) adminResume(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
 	ti, group, err := h.topicGroup(ctx, r)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	g, err := h.bus.ResumeGroup(ctx, ti.Topic, group)
-	h.writeGroup(ctx, w, r, ti.Topic, g, err, nil)
+	return h.writeGroup(ctx, w, r, ti.Topic, g, err, nil)
 }
 
 // adminDeleteGroup deletes a group's consumer with its cursor. Members
 // still running create the group again where their subscription's from
 // says.
-func (h *Handler) adminDeleteGroup(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *Handler) adminDeleteGroup(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
 	ti, group, err := h.topicGroup(ctx, r)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	if err := h.bus.DeleteGroup(ctx, ti.Topic, group); err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"topic": ti.Topic, "group": group, "deleted": true})
+	return nil
 }

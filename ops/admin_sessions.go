@@ -10,29 +10,28 @@ import (
 )
 
 // adminSessions lists the WebSocket sessions of the hub's gateway.
-func (h *Handler) adminSessions(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *Handler) adminSessions(w http.ResponseWriter, r *http.Request) error {
 	sessions := []inspect.SessionInfo{}
 	if h.cfg.Sessions != nil {
 		sessions = h.cfg.Sessions.Sessions()
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"gateway": h.cfg.Sessions != nil, "sessions": sessions})
+	return nil
 }
 
 // adminDisconnect closes session ?id= (close code 4004, disconnected).
-func (h *Handler) adminDisconnect(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *Handler) adminDisconnect(w http.ResponseWriter, r *http.Request) error {
 	s, err := param(r, "id")
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	id, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		h.writeError(w, r, fmt.Errorf("%w: id %q: want a session id from GET /admin/sessions", ErrBadRequest, s))
-		return
+		return fmt.Errorf("%w: id %q: want a session id from GET /admin/sessions", ErrBadRequest, s)
 	}
 	if h.cfg.Sessions == nil || !h.cfg.Sessions.Disconnect(id) {
-		h.writeError(w, r, fmt.Errorf("%w: no session %d", facade.ErrNotFound, id))
-		return
+		return fmt.Errorf("%w: no session %d", facade.ErrNotFound, id)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "disconnected": true})
+	return nil
 }

@@ -707,6 +707,15 @@ func TestAdminRefused(t *testing.T) {
 		{"GET", "/admin/events?topic=t&seq=1"}, {"GET", "/admin/events/browse?topic=t"}, {"GET", "/admin/sessions"},
 		{"POST", "/admin/sessions/disconnect?id=1"}, {"DELETE", "/admin/keys?topic=t&key=k"},
 	}
+	checked := map[string]bool{}
+	for _, p := range paths {
+		checked[p.method+" "+strings.Split(p.path, "?")[0]] = true
+	}
+	for _, pattern := range ops.AdminRoutes() {
+		if !checked[pattern] {
+			t.Errorf("admin route %s is not checked", pattern)
+		}
+	}
 	forbidden := newEnv(t, jetstream.Config{}, ops.Config{AuthorizeAdmin: func(*http.Request) (string, error) {
 		return "reader", fmt.Errorf("%w: no admin scope", ops.ErrForbidden)
 	}})

@@ -28,20 +28,19 @@ type adminTopicJSON struct {
 }
 
 // adminDescribeTopic describes the stream of ?topic=.
-func (h *Handler) adminDescribeTopic(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *Handler) adminDescribeTopic(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
 	ti, err := h.lookupTopic(ctx, r)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	out, err := h.describeTopic(ctx, ti)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 func (h *Handler) describeTopic(ctx context.Context, ti *inspect.Topic) (adminTopicJSON, error) {
@@ -66,13 +65,12 @@ func (h *Handler) describeTopic(ctx context.Context, ti *inspect.Topic) (adminTo
 // ?maxAge=<duration>, ?retentionDays=<n>, ?maxBytes=<n>,
 // ?duplicateWindow=<duration>, and, on create, ?storage=file|memory and
 // ?replicas=1|3|5. 201 when created, 200 when it existed.
-func (h *Handler) adminDeclareTopic(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *Handler) adminDeclareTopic(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
 	topic, err := param(r, "topic")
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	q := r.URL.Query()
 	tc := inspect.TopicSettings{Topic: topic}
@@ -83,16 +81,14 @@ func (h *Handler) adminDeclareTopic(w http.ResponseWriter, r *http.Request, _ st
 	}
 	if q.Has("compaction") {
 		if tc.Compaction, err = boolParam(r, "compaction"); err != nil {
-			h.writeError(w, r, err)
-			return
+			return err
 		}
 	}
 	for name, dst := range map[string]*time.Duration{"maxAge": &tc.MaxAge, "duplicateWindow": &tc.DuplicateWindow} {
 		if s := q.Get(name); s != "" {
 			d, err := time.ParseDuration(s)
 			if err != nil || d < 0 {
-				h.writeError(w, r, fmt.Errorf("%w: %s %q: want a duration such as 24h (0: unlimited)", ErrBadRequest, name, s))
-				return
+				return fmt.Errorf("%w: %s %q: want a duration such as 24h (0: unlimited)", ErrBadRequest, name, s)
 			}
 			*dst = d
 		}
@@ -102,75 +98,66 @@ func (h *Handler) adminDeclareTopic(w http.ResponseWriter, r *http.Request, _ st
 		// !(d <= max) refuses NaN too; a century is far beyond any
 		// retention and well within time.Duration.
 		if err != nil || d < 0 || !(d <= 36500) {
-			h.writeError(w, r, fmt.Errorf("%w: retentionDays %q: want a number from 0 to 36500", ErrBadRequest, s))
-			return
+			return fmt.Errorf("%w: retentionDays %q: want a number from 0 to 36500", ErrBadRequest, s)
 		}
 		tc.MaxAge = time.Duration(d * float64(24*time.Hour))
 	}
 	n, err := intParam(r, "maxBytes", tc.MaxBytes, 0, 1<<62)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	tc.MaxBytes = n
 	tc.Storage = q.Get("storage")
 	rep, err := intParam(r, "replicas", 0, 0, 5)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	tc.Replicas = int(rep)
 	name, created, err := h.bus.DeclareTopicSettings(ctx, tc)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	ti, err := h.bus.Topic(ctx, topic)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	out, err := h.describeTopic(ctx, ti)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
 	}
 	writeJSON(w, status, map[string]any{"created": created, "stream": name, "topic": out})
+	return nil
 }
 
 // adminPurge removes events of ?topic=: all of them, those up to and
 // including ?upTo=<position>, or, with ?key=, every event of one key
 // (compacted and keyed topics). Groups keep their cursors.
-func (h *Handler) adminPurge(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *Handler) adminPurge(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
 	ti, err := h.lookupTopic(ctx, r)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	q := r.URL.Query()
 	key := q.Get("key")
 	if q.Has("key") {
 		if key == "" {
-			h.writeError(w, r, fmt.Errorf("%w: key must not be empty", facade.ErrBadKey))
-			return
+			return fmt.Errorf("%w: key must not be empty", facade.ErrBadKey)
 		}
 		if !ti.Keyed {
-			h.writeError(w, r, fmt.Errorf("%w: the stream of %s does not capture keys", facade.ErrBadKey, ti.Topic))
-			return
+			return fmt.Errorf("%w: the stream of %s does not capture keys", facade.ErrBadKey, ti.Topic)
 		}
 	}
 	var upTo uint64
 	if s := q.Get("upTo"); s != "" {
 		pos, err := ParsePosition(s)
 		if err != nil {
-			h.writeError(w, r, fmt.Errorf("upTo: %w", err))
-			return
+			return fmt.Errorf("upTo: %w", err)
 		}
 		switch pos.Kind {
 		case PosSeq:
@@ -188,35 +175,33 @@ func (h *Handler) adminPurge(w http.ResponseWriter, r *http.Request, _ string) {
 			upTo = 0
 		}
 		if err != nil {
-			h.writeError(w, r, fmt.Errorf("upTo: %w", err))
-			return
+			return fmt.Errorf("upTo: %w", err)
 		}
 		if upTo == 0 {
 			writeJSON(w, http.StatusOK, map[string]any{"topic": ti.Topic, "purged": 0})
-			return
+			return nil
 		}
 	}
 	purged, err := h.bus.Purge(ctx, ti.Topic, key, upTo)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"topic": ti.Topic, "purged": purged})
+	return nil
 }
 
 // adminDeleteTopic deletes the hub's own stream of ?topic= with its events
 // and groups.
-func (h *Handler) adminDeleteTopic(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *Handler) adminDeleteTopic(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
 	topic, err := param(r, "topic")
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	if err := h.bus.DeleteTopic(ctx, topic); err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"topic": topic, "deleted": true})
+	return nil
 }

@@ -13,8 +13,9 @@ import (
 )
 
 // healthz answers 200 while the process serves HTTP.
-func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
 }
 
 type readyJSON struct {
@@ -24,7 +25,7 @@ type readyJSON struct {
 }
 
 // readyz answers 200 when JetStream answers within ReadyTimeout, else 503.
-func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.ReadyTimeout)
 	defer cancel()
 	var err error
@@ -39,9 +40,10 @@ func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
 			Status: "unavailable", Durability: h.cfg.Durability,
 			Error: &errorDetail{Code: code, Msg: msg},
 		})
-		return
+		return nil
 	}
 	writeJSON(w, http.StatusOK, readyJSON{Status: "ready", Durability: h.cfg.Durability})
+	return nil
 }
 
 // param returns a required query parameter, or an ErrBadRequest naming it.
@@ -110,24 +112,23 @@ type cursorsJSON struct {
 }
 
 // cursors lists every group of a topic with its cursor and counts.
-func (h *Handler) cursors(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) cursors(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
 	ti, err := h.lookupGroupTopic(ctx, r)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	groups, err := h.bus.Groups(ctx, ti.Topic)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	out := cursorsJSON{Topic: ti.Topic, Stream: ti.StreamName, Cursors: []cursorJSON{}}
 	for i := range groups {
 		out.Cursors = append(out.Cursors, cursorOf(&groups[i]))
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 func cursorOf(g *inspect.GroupInfo) cursorJSON {
@@ -181,26 +182,23 @@ type lagJSON struct {
 
 // lag answers a group's lag in events and in time, from its consumer's
 // state and single message lookups.
-func (h *Handler) lag(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) lag(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
 	ti, err := h.lookupGroupTopic(ctx, r)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	group, err := param(r, "group")
 	if err == nil {
 		err = facade.ValidateGroup(group)
 	}
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	gl, err := h.bus.GroupLag(ctx, ti.Topic, group)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	out := lagJSON{
 		Topic: ti.Topic, Group: group, Stream: ti.StreamName, Consumer: gl.Consumer,
@@ -219,41 +217,38 @@ func (h *Handler) lag(w http.ResponseWriter, r *http.Request) {
 		out.LagMs = &ms
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // latestByKey answers the newest event of one key of a topic.
-func (h *Handler) latestByKey(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) latestByKey(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
 	topic, err := param(r, "topic")
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	if _, ok := r.URL.Query()["key"]; !ok {
-		h.writeError(w, r, fmt.Errorf("%w: query parameter %q is required", ErrBadRequest, "key"))
-		return
+		return fmt.Errorf("%w: query parameter %q is required", ErrBadRequest, "key")
 	}
 	key := r.URL.Query().Get("key")
 	if key == "" {
-		h.writeError(w, r, fmt.Errorf("%w: key must not be empty", ErrBadRequest))
-		return
+		return fmt.Errorf("%w: key must not be empty", ErrBadRequest)
 	}
 	var kr facade.KeyReader = h.bus
 	got, err := kr.LatestByKey(ctx, topic, []string{key})
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	e, ok := got[key]
 	if !ok {
-		h.writeError(w, r, fmt.Errorf("%w: topic %s has no event with key %q", facade.ErrNotFound, topic, key))
-		return
+		return fmt.Errorf("%w: topic %s has no event with key %q", facade.ErrNotFound, topic, key)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(append(eventjson.Append(nil, e), '\n'))
+	return nil
 }
 
 type streamGroupJSON struct {
@@ -293,13 +288,12 @@ type topicsJSON struct {
 // topics lists the streams that hold eventhub topics: the streams the hub
 // created (EH_*), streams capturing a configured topic pattern, and any
 // other stream with a group of the hub on it.
-func (h *Handler) topics(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) topics(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
 	streams, err := h.bus.Streams(ctx)
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	var see func(string) bool
 	if h.cfg.Visible != nil {
@@ -314,6 +308,7 @@ func (h *Handler) topics(w http.ResponseWriter, r *http.Request) {
 		out.Streams = append(out.Streams, s)
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // visibleOnly keeps the topics and groups of s that see accepts, and

@@ -376,18 +376,16 @@ func (s *httpSink) deadline() {
 }
 
 // replay streams a range of a topic as NDJSON (see [Export]).
-func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) replay(w http.ResponseWriter, r *http.Request) error {
 	q, err := ParseQuery(r.URL.Query())
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return err
 	}
 	select {
 	case h.replays <- struct{}{}:
 		defer func() { <-h.replays }()
 	default:
-		h.writeError(w, r, fmt.Errorf("%w: %d running, try again later", ErrTooManyRequests, cap(h.replays)))
-		return
+		return fmt.Errorf("%w: %d running, try again later", ErrTooManyRequests, cap(h.replays))
 	}
 	out := &httpSink{w: w, rc: http.NewResponseController(w), timeout: h.cfg.ReplayWriteTimeout}
 	o := exportOptions{flushEvery: h.cfg.FlushEvery, bufferBytes: h.cfg.ReplayBufferBytes, resolveTimeout: h.cfg.RequestTimeout}
@@ -399,7 +397,7 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 	case err == nil:
 		log.Debug("replay done")
 	case !out.started:
-		h.writeError(w, r, err)
+		return err
 	case r.Context().Err() != nil || out.writeErr != nil:
 		log.Debug("replay ended by the client", "err", err)
 	default:
@@ -408,4 +406,5 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 		log.Warn("replay failed", "err", err)
 		panic(http.ErrAbortHandler)
 	}
+	return nil
 }

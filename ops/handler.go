@@ -23,10 +23,73 @@ type Handler struct {
 	replays chan struct{} // semaphore of running replays
 }
 
-// Routes of the ops endpoints, as ServeMux patterns.
-var routes = []string{
-	"GET /healthz", "GET /readyz", "GET /topics", "GET /cursors", "GET /lag",
-	"GET /latest-by-key", "GET /replay",
+// handlerFunc is an endpoint: it writes its answer, or returns the error
+// that [Handler.serve] answers in the JSON error shape of every ops error.
+type handlerFunc func(h *Handler, w http.ResponseWriter, r *http.Request) error
+
+// access says who may call a route.
+type access int
+
+const (
+	// probe: Config.Authorize, with Config.AuthorizeProbes only.
+	probe access = iota
+	// read: Config.Authorize.
+	read
+	// admin: Config.AuthorizeAdmin, with an audit record (see [Handler.admin]).
+	admin
+)
+
+// route is one endpoint. groupTopic: the route is about a group, whose
+// topic may be a pattern (a group reads a topic, or a pattern over a topic
+// family).
+type route struct {
+	pattern    string
+	access     access
+	groupTopic bool
+	fn         handlerFunc
+}
+
+// routes are the endpoints, as ServeMux patterns: the ops endpoints, then
+// the admin API (docs/http-api.md, "Admin API"). Each takes its arguments from
+// the query string.
+var routes = []route{
+	{"GET /healthz", probe, false, (*Handler).healthz},
+	{"GET /readyz", probe, false, (*Handler).readyz},
+	{"GET /topics", read, false, (*Handler).topics},
+	{"GET /cursors", read, true, (*Handler).cursors},
+	{"GET /lag", read, true, (*Handler).lag},
+	{"GET /latest-by-key", read, false, (*Handler).latestByKey},
+	{"GET /replay", read, false, (*Handler).replay},
+
+	{"GET /admin/groups", admin, true, (*Handler).adminGroups},
+	{"POST /admin/groups/seek", admin, true, (*Handler).adminSeek},
+	{"POST /admin/groups/pause", admin, true, (*Handler).adminPause},
+	{"POST /admin/groups/resume", admin, true, (*Handler).adminResume},
+	{"DELETE /admin/groups", admin, true, (*Handler).adminDeleteGroup},
+	{"GET /admin/topics", admin, false, (*Handler).adminDescribeTopic},
+	{"POST /admin/topics", admin, false, (*Handler).adminDeclareTopic},
+	{"POST /admin/topics/purge", admin, false, (*Handler).adminPurge},
+	{"DELETE /admin/topics", admin, false, (*Handler).adminDeleteTopic},
+	{"DELETE /admin/keys", admin, false, (*Handler).adminDeleteKey},
+	{"GET /admin/deadletters", admin, false, (*Handler).adminDeadLetters},
+	{"POST /admin/deadletters/redrive", admin, false, (*Handler).adminRedrive},
+	{"POST /admin/deadletters/discard", admin, false, (*Handler).adminDiscard},
+	{"GET /admin/events", admin, false, (*Handler).adminEvent},
+	{"GET /admin/events/browse", admin, false, (*Handler).adminBrowse},
+	{"GET /admin/sessions", admin, false, (*Handler).adminSessions},
+	{"POST /admin/sessions/disconnect", admin, false, (*Handler).adminDisconnect},
+}
+
+// AdminRoutes returns the patterns of the admin API's routes ("POST
+// /admin/groups/seek" and so on), for a proxy or a check that lists them.
+func AdminRoutes() []string {
+	var out []string
+	for _, rt := range routes {
+		if rt.access == admin {
+			out = append(out, rt.pattern)
+		}
+	}
+	return out
 }
 
 // New returns a Handler for cfg, or the error of [Config.Validate].
@@ -60,39 +123,37 @@ func (h *Handler) NotFound(w http.ResponseWriter, r *http.Request) {
 }
 
 // Register mounts the endpoints on mux (patterns "GET /cursors" and so on,
-// each behind Config.Authorize). It panics, as ServeMux does, if mux
-// already has one of the patterns.
+// each behind Config.Authorize, the admin API behind
+// Config.AuthorizeAdmin). It panics, as ServeMux does, if mux already has
+// one of the patterns.
 func (h *Handler) Register(mux *http.ServeMux) {
-	handlers := map[string]http.HandlerFunc{
-		"GET /healthz":       h.healthz,
-		"GET /readyz":        h.readyz,
-		"GET /topics":        h.topics,
-		"GET /cursors":       h.cursors,
-		"GET /lag":           h.lag,
-		"GET /latest-by-key": h.latestByKey,
-		"GET /replay":        h.replay,
-	}
-	for _, pattern := range routes {
-		fn := handlers[pattern]
-		probe := pattern == "GET /healthz" || pattern == "GET /readyz"
-		if h.cfg.Authorize != nil && (!probe || h.cfg.AuthorizeProbes) {
-			mux.Handle(pattern, h.authorized(fn, groupRoutes[pattern]))
-		} else {
-			mux.Handle(pattern, fn)
+	for _, rt := range routes {
+		switch {
+		case rt.access == admin:
+			mux.Handle(rt.pattern, h.admin(rt))
+		case h.cfg.Authorize != nil && (rt.access == read || h.cfg.AuthorizeProbes):
+			mux.Handle(rt.pattern, h.serve(rt.fn, func(r *http.Request) error { return h.authorize(r, rt.groupTopic) }))
+		default:
+			mux.Handle(rt.pattern, h.serve(rt.fn, nil))
 		}
-	}
-	admin := h.adminHandlers()
-	for _, pattern := range adminRoutes {
-		mux.Handle(pattern, h.admin(admin[pattern], groupRoutes[pattern]))
 	}
 }
 
-// groupRoutes are the routes about a group, whose topic may be a pattern:
-// a group reads a topic, or a pattern over a topic family.
-var groupRoutes = map[string]bool{
-	"GET /cursors": true, "GET /lag": true,
-	"GET /admin/groups": true, "POST /admin/groups/seek": true, "POST /admin/groups/pause": true,
-	"POST /admin/groups/resume": true, "DELETE /admin/groups": true,
+// serve runs check (when not nil), then fn, and answers the error of
+// either in the JSON error shape.
+func (h *Handler) serve(fn handlerFunc, check func(*http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var err error
+		if check != nil {
+			err = check(r)
+		}
+		if err == nil {
+			err = fn(h, w, r)
+		}
+		if err != nil {
+			h.writeError(w, r, err)
+		}
+	}
 }
 
 // validTopic validates the topic a request names: a topic, or, when
@@ -104,34 +165,32 @@ func validTopic(topic string, pattern bool) error {
 	return facade.ValidateTopic(topic)
 }
 
-// authorized runs Config.Authorize before next. A malformed topic or group
-// is refused first (400 bad_topic / bad_group): an authorizer cannot judge
-// a name that is not one, and 403 would suggest that it exists. pattern:
-// the topic may be a pattern (see groupRoutes).
-func (h *Handler) authorized(next http.Handler, pattern bool) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		if q.Has("topic") {
-			if err := validTopic(q.Get("topic"), pattern); err != nil {
-				h.writeError(w, r, err)
-				return
-			}
+// authorize runs Config.Authorize. A malformed topic or group is refused
+// first (400 bad_topic / bad_group): an authorizer cannot judge a name that
+// is not one, and 403 would suggest that it exists. pattern: the topic may
+// be a pattern (see [route]).
+func (h *Handler) authorize(r *http.Request, pattern bool) error {
+	q := r.URL.Query()
+	if q.Has("topic") {
+		if err := validTopic(q.Get("topic"), pattern); err != nil {
+			return err
 		}
-		if g := q.Get("group"); g != "" {
-			if err := facade.ValidateGroup(g); err != nil {
-				h.writeError(w, r, err)
-				return
-			}
+	}
+	if g := q.Get("group"); g != "" {
+		if err := facade.ValidateGroup(g); err != nil {
+			return err
 		}
-		if err := h.cfg.Authorize(r); err != nil {
-			if !errors.Is(err, ErrForbidden) {
-				err = fmt.Errorf("%w: %w", ErrUnauthorized, err)
-			}
-			h.writeError(w, r, err)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+	}
+	return refused(h.cfg.Authorize(r))
+}
+
+// refused is an authorizer's refusal as an ops error: ErrForbidden as it
+// is, anything else as ErrUnauthorized; nil when err is nil.
+func refused(err error) error {
+	if err != nil && !errors.Is(err, ErrForbidden) {
+		return fmt.Errorf("%w: %w", ErrUnauthorized, err)
+	}
+	return err
 }
 
 // requestContext bounds a JSON endpoint's JetStream calls.
