@@ -1,0 +1,121 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/eventhub/eventhub/facade"
+)
+
+func TestSplitBatch(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []string
+		code string
+	}{
+		{`[{"op":"ACK","id":"a"},{"op":"ACK","id":"b"}]`, []string{`{"op":"ACK","id":"a"}`, `{"op":"ACK","id":"b"}`}, ""},
+		{" [ {\"op\":\"ACK\"} ,\n{} ] ", []string{`{"op":"ACK"}`, `{}`}, ""},
+		{`[{"op":"EVENT","event":{"payload":[1,{"a":"]"}]}}]`, []string{`{"op":"EVENT","event":{"payload":[1,{"a":"]"}]}}`}, ""},
+		{`[]`, nil, CodeBadFrame},
+		{`[1]`, nil, CodeBadFrame},
+		{`[{},"x"]`, []string{`{}`}, CodeBadFrame},
+		{`{"op":"ACK"}`, nil, CodeBadJSON},
+		{`[{}`, []string{`{}`}, CodeBadJSON},
+		{`[{},]`, []string{`{}`}, CodeBadJSON},
+		{`[{}]x`, []string{`{}`}, CodeBadJSON},
+		{`[{} {}]`, []string{`{}`}, CodeBadJSON},
+		{`[{"a":}]`, nil, CodeBadJSON},
+		{``, nil, CodeBadJSON},
+	} {
+		var got []string
+		err := SplitBatch([]byte(c.in), func(f []byte) bool {
+			got = append(got, string(f))
+			return true
+		})
+		if code := codeOf(err); code != c.code {
+			t.Errorf("%q: error %v, want code %q", c.in, err, c.code)
+		}
+		if len(got) != len(c.want) {
+			t.Errorf("%q: frames %q, want %q", c.in, got, c.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != c.want[i] {
+				t.Errorf("%q: frame %d %q, want %q", c.in, i, got[i], c.want[i])
+			}
+		}
+	}
+	// fn stops the split.
+	n := 0
+	if err := SplitBatch([]byte(`[{},{},{}]`), func([]byte) bool { n++; return n < 2 }); err != nil || n != 2 {
+		t.Errorf("stopped split: n %d, err %v", n, err)
+	}
+}
+
+func codeOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	var fe *facade.Error
+	if errors.As(err, &fe) {
+		return fe.Code
+	}
+	return "not a *facade.Error: " + err.Error()
+}
+
+// FuzzSplitBatch: SplitBatch never panics, fails only with bad_json or
+// bad_frame, and splits a valid array of objects into exactly the objects
+// encoding/json sees in it.
+func FuzzSplitBatch(f *testing.F) {
+	for _, s := range []string{
+		`[{"op":"EVENT","topic":"a","event":{"id":"i","ts":1,"topic":"a","payload":{"x":"]}"},"seq":3}},{"op":"OK","corr":"1"}]`,
+		`[{"op":"ACK","topic":"a","group":"g","id":"x","attempt":1},{"op":"NACK","topic":"a","group":"g","id":"y","reason":"no"}]`,
+		` [ {} , {"a":[1,2]} ] `, `[]`, `[1]`, `[{}`, `[{},]`, `[{}]]`, `{"op":"ACK"}`, "[{\"a\":\"\xff\"}]", `[[{}]]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var got [][]byte
+		err := SplitBatch(data, func(fr []byte) bool {
+			got = append(got, fr)
+			return true
+		})
+		if err != nil {
+			if code := codeOf(err); code != CodeBadJSON && code != CodeBadFrame {
+				t.Fatalf("%q: error %v", data, err)
+			}
+		}
+		for _, fr := range got {
+			if len(fr) == 0 || fr[0] != '{' || !json.Valid(fr) {
+				t.Fatalf("%q: frame %q is not a JSON object", data, fr)
+			}
+		}
+		var want []json.RawMessage
+		valid := json.Valid(data) && utf8.Valid(data) && json.Unmarshal(data, &want) == nil && len(want) > 0
+		for _, w := range want {
+			if w[0] != '{' {
+				valid = false
+			}
+		}
+		if depth := bytes.Count(data, []byte("[")) + bytes.Count(data, []byte("{")); depth > 64 {
+			return // scanValue's depth bound
+		}
+		if valid != (err == nil) {
+			t.Fatalf("%q: error %v, encoding/json sees an array of objects: %v", data, err, valid)
+		}
+		if !valid {
+			return
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%q: %d frames, want %d", data, len(got), len(want))
+		}
+		for i := range got {
+			if !bytes.Equal(got[i], want[i]) {
+				t.Fatalf("%q: frame %d %q, want %q", data, i, got[i], want[i])
+			}
+		}
+	})
+}
