@@ -82,9 +82,9 @@ type wsClient struct {
 	raw    []string
 	// batches counts the batched messages received.
 	batches int
-	notify chan struct{}
-	closed error // the read error, once reading stopped
-	done   chan struct{}
+	notify  chan struct{}
+	closed  error // the read error, once reading stopped
+	done    chan struct{}
 }
 
 func dialRaw(t testing.TB, url string, h http.Header) (*websocket.Conn, *http.Response, error) {

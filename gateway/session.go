@@ -30,9 +30,9 @@ type session struct {
 	principal Principal
 	// batch: the last AUTH asked for batched frames; the client may then
 	// send batches too.
-	batch bool
-	pubs      chan pendingPublish // lazily started publish waiter
-	pubDone   chan struct{}
+	batch   bool
+	pubs    chan pendingPublish // lazily started publish waiter
+	pubDone chan struct{}
 	// The principal's connection quota (reader, then the ended session).
 	limitRelease func()
 

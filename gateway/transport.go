@@ -109,8 +109,8 @@ type wsTransport struct {
 	final    *[]byte // Expire's last frame
 	abort    atomic.Bool
 	batch    atomic.Bool // write queued frames as batches (SetBatch)
-	broken   bool      // a write failed: nothing more can be written (writer only)
-	deadline time.Time // the write deadline in force (writer only)
+	broken   bool        // a write failed: nothing more can be written (writer only)
+	deadline time.Time   // the write deadline in force (writer only)
 	// closeSent: the close frame was written; then the connection is left
 	// open for [wsTransport.linger] (written by the writer, read once it
 	// has returned).
