@@ -360,7 +360,7 @@ func (t *wsTransport) writeBatch(batch []qframe) bool {
 		// message on at once): once they may have reached the client,
 		// they count as written.
 		t.written.Add(uint64(n))
-		err := writeFrames(t.ws, batch[i:i+n])
+		err := wsbatch.WriteFrames(t.ws, batch[i:i+n], qframe.bytes)
 		for j := i; j < i+n; j++ {
 			batch[j].release()
 			batch[j] = qframe{}
@@ -406,32 +406,6 @@ func batchLen(q []qframe) int {
 		n++
 	}
 	return n
-}
-
-// writeFrames writes frames as one message: the frame itself when there is
-// one, else their batch, [frame,frame,…].
-func writeFrames(ws *websocket.Conn, frames []qframe) error {
-	if len(frames) == 1 {
-		return ws.WriteMessage(websocket.TextMessage, frames[0].bytes())
-	}
-	w, err := ws.NextWriter(websocket.TextMessage)
-	if err != nil {
-		return err
-	}
-	sep := []byte{'['}
-	for _, f := range frames {
-		if _, err := w.Write(sep); err != nil {
-			return err
-		}
-		sep[0] = ','
-		if _, err := w.Write(f.bytes()); err != nil {
-			return err
-		}
-	}
-	if _, err := w.Write([]byte{']'}); err != nil {
-		return err
-	}
-	return w.Close()
 }
 
 // finish writes the queued frames (unless aborting), the close frame, and
