@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"os"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -118,4 +120,58 @@ func FuzzSplitBatch(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestBatchDocExamples: the frames of docs/protocol.md's "Batched frames"
+// are batches and frames as the gateway and the Go client write them.
+func TestBatchDocExamples(t *testing.T) {
+	doc, err := os.ReadFile("../docs/protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n## Batched frames\n")
+	if !ok {
+		t.Fatal("docs/protocol.md has no section Batched frames")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	batches := 0
+	for line := range strings.Lines(section) {
+		line = strings.TrimSpace(line)
+		msg, ok := strings.CutPrefix(line, "→ ")
+		if !ok {
+			if msg, ok = strings.CutPrefix(line, "← "); !ok {
+				continue
+			}
+		}
+		var frames [][]byte
+		if IsBatch([]byte(msg)) {
+			batches++
+			if err := SplitBatch([]byte(msg), func(f []byte) bool { frames = append(frames, f); return true }); err != nil {
+				t.Fatalf("%s: %v", msg, err)
+			}
+		} else {
+			frames = [][]byte{[]byte(msg)}
+		}
+		for _, b := range frames {
+			var f Frame
+			if err := Decode(b, &f); err != nil {
+				t.Fatalf("%s: %v", b, err)
+			}
+			var want []byte
+			switch f.Op {
+			case OpEvent:
+				want = AppendEvent(nil, f.Topic, f.Group, f.Event, f.Ctx.Attempt, f.Ctx.AckDeadlineMs)
+			case OpAck:
+				want = AppendAck(nil, f.Op, f.Corr, f.Topic, f.Group, f.ID, f.Attempt, f.Reason, f.ExtendMs)
+			default:
+				want, _ = Encode(&f)
+			}
+			if f.Op != OpAuth && !bytes.Equal(b, want) {
+				t.Errorf("example frame\n%s\nis written\n%s", b, want)
+			}
+		}
+	}
+	if batches != 2 {
+		t.Errorf("%d batches in the examples, want 2 (EVENTs from the gateway, ACKs from the client)", batches)
+	}
 }
