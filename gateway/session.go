@@ -189,8 +189,8 @@ func (s *session) reqCtx() (context.Context, context.CancelFunc) {
 
 // handle decodes and executes one client message: a frame, or, once the
 // client asked for batched frames, a batch of frames, executed in order as
-// if sent one by one (a malformed batch is refused whole). A panic ends the session (server_error, 4000); it
-// never reaches the process.
+// if sent one by one (a malformed batch is refused whole). A panic ends the
+// session (server_error, 4000); it never reaches the process.
 func (s *session) handle(data []byte) {
 	defer func() {
 		if r := recover(); r != nil {
