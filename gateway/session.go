@@ -203,7 +203,8 @@ func (s *session) handle(data []byte) {
 		s.handleOne(data)
 		return
 	}
-	// A malformed batch is refused whole: none of its frames run.
+	// A malformed batch is refused whole: none of its frames run (a bad
+	// frame in a well-formed one gets its own ERR from handleOne).
 	if err := wire.SplitBatch(data, func([]byte) bool { return true }); err != nil {
 		s.replyErr("", err, wire.CodeBadFrame)
 		return

@@ -23,11 +23,12 @@ func IsBatch(data []byte) bool {
 
 // SplitBatch calls fn with each frame of the batch data, in order, until fn
 // returns false. The frames alias data. A batch is a non-empty JSON array
-// of objects, whitespace allowed between its tokens; each object is
-// checked as a JSON value, the frame's own content is left to [Decode].
-// Errors are *facade.Error with code bad_json (not a JSON array) or
-// bad_frame (an empty array, an element that is not an object); frames
-// before the error have been passed to fn.
+// of objects, whitespace allowed between its tokens. SplitBatch only finds
+// where each object ends (its brackets balanced outside strings); the
+// frame's content is checked by [Decode], so the frames are read once.
+// Errors are *facade.Error with code bad_json (not an array, an object
+// not closed) or bad_frame (an empty array, an element that is not an
+// object); frames before the error have been passed to fn.
 func SplitBatch(data []byte, fn func(frame []byte) bool) error {
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '[' {
@@ -50,9 +51,9 @@ func SplitBatch(data []byte, fn func(frame []byte) bool) error {
 			}
 			return Errorf(CodeBadFrame, "batch: frame %d is not a JSON object", n)
 		}
-		end, ok := scanValue(data, i)
+		end, ok := skipObject(data, i)
 		if !ok {
-			return Errorf(CodeBadJSON, "batch: frame %d is not valid JSON", n)
+			return Errorf(CodeBadJSON, "batch: frame %d is not closed", n)
 		}
 		if !fn(data[i:end]) {
 			return nil
@@ -73,4 +74,29 @@ func SplitBatch(data []byte, fn func(frame []byte) bool) error {
 			return Errorf(CodeBadJSON, "batch: want , or ] after frame %d", n)
 		}
 	}
+}
+
+// skipObject returns the end of the object starting at data[i] (a '{'): the
+// index after the bracket that closes it, counting brackets outside strings
+// only. It does not check the object's content.
+func skipObject(data []byte, i int) (int, bool) {
+	depth := 0
+	for ; i < len(data); i++ {
+		switch data[i] {
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return i + 1, true
+			}
+		case '"':
+			for i++; i < len(data) && data[i] != '"'; i++ {
+				if data[i] == '\\' {
+					i++
+				}
+			}
+		}
+	}
+	return 0, false
 }
