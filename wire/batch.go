@@ -1,5 +1,7 @@
 package wire
 
+import "bytes"
+
 // Batched frames. A connection whose AUTH carried "batch":true may receive
 // several frames in one WebSocket text message, and may send several: a
 // JSON array of frame objects, [{"op":"EVENT",…},{"op":"EVENT",…}], in the
@@ -91,9 +93,20 @@ func skipObject(data []byte, i int) (int, bool) {
 				return i + 1, true
 			}
 		case '"':
-			for i++; i < len(data) && data[i] != '"'; i++ {
-				if data[i] == '\\' {
-					i++
+			// The closing quote: the next one after an even number of
+			// backslashes.
+			for {
+				j := bytes.IndexByte(data[i+1:], '"')
+				if j < 0 {
+					return 0, false
+				}
+				i += 1 + j
+				k := i - 1
+				for data[k] == '\\' {
+					k--
+				}
+				if (i-1-k)%2 == 0 {
+					break
 				}
 			}
 		}
