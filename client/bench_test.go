@@ -49,6 +49,10 @@ func benchWindow() int {
 	return 1000
 }
 
+// benchNoBatch: EVENTHUB_BENCH_NOBATCH=1 makes the benchmarks' clients not
+// ask for batched frames (Config.NoBatch), to compare.
+func benchNoBatch() bool { return os.Getenv("EVENTHUB_BENCH_NOBATCH") == "1" }
+
 func raiseFileLimit(b *testing.B) {
 	var l syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
@@ -110,7 +114,7 @@ func (env *benchEnv) hub(b *testing.B, topic string, conns, groups, target int) 
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			c, err := Dial(ctx, env.url, Config{Token: env.token})
+			c, err := Dial(ctx, env.url, Config{Token: env.token, NoBatch: benchNoBatch()})
 			if err != nil {
 				dialErr.Store(err)
 				return

@@ -116,11 +116,13 @@ func (c *Client) connect(ctx context.Context) (*conn, error) {
 		return nil, fmt.Errorf("%w: dial %s: %w", facade.ErrUnavailable, c.url, err)
 	}
 	cn := newConn(c, ws, c.gen.Add(1))
-	if _, err := cn.request(ctx, &wire.Frame{Op: wire.OpAuth, Token: c.cfg.Token}); err != nil {
+	if _, err := cn.request(ctx, &wire.Frame{Op: wire.OpAuth, Token: c.cfg.Token, Batch: !c.cfg.NoBatch}); err != nil {
 		cn.close(websocket.CloseNormalClosure, "")
 		cn.wait()
 		return nil, err
 	}
+	// The gateway takes batches from the OK of AUTH on.
+	cn.batch.Store(!c.cfg.NoBatch)
 	return cn, nil
 }
 
@@ -395,6 +397,9 @@ type conn struct {
 	ws  *websocket.Conn
 	gen uint64
 	out chan []byte
+	// batch: the gateway takes batched frames from this client (the
+	// writer coalesces what is queued).
+	batch atomic.Bool
 
 	mu      sync.Mutex
 	pending map[string]chan *wire.Frame
@@ -489,44 +494,61 @@ func (cn *conn) read() {
 			refreshed = now
 			_ = cn.ws.SetReadDeadline(now.Add(idle + slack))
 		}
-		if err := wire.Decode(data, &scratch); err != nil {
-			cn.c.log.Warn("undecodable frame from gateway", "err", err)
+		if !wire.IsBatch(data) {
+			cn.frame(data, &scratch)
 			continue
 		}
-		if scratch.Op == wire.OpEvent && scratch.Group == "" && scratch.Event != nil {
-			// A live event: only its record outlives this frame.
-			cn.c.deliverLive(scratch.Topic, scratch.Event)
-			continue
+		if err := wire.SplitBatch(data, func(frame []byte) bool {
+			cn.frame(frame, &scratch)
+			return true
+		}); err != nil {
+			cn.c.log.Warn("undecodable batch from gateway", "err", err)
 		}
-		f := new(wire.Frame)
-		*f = scratch
-		switch f.Op {
-		case wire.OpOK, wire.OpErr:
-			if f.Corr == "" {
-				if f.Op == wire.OpErr {
-					cn.c.log.Warn("gateway error", "code", f.Code, "msg", f.Msg)
-					if f.Topic != "" {
-						cn.c.revoked(f)
-					}
+	}
+}
+
+// frame decodes and handles one frame from the gateway; scratch is the
+// reader's reused frame.
+func (cn *conn) frame(data []byte, scratch *wire.Frame) {
+	if err := wire.Decode(data, scratch); err != nil {
+		cn.c.log.Warn("undecodable frame from gateway", "err", err)
+		return
+	}
+	if scratch.Op == wire.OpEvent && scratch.Group == "" && scratch.Event != nil {
+		// A live event: only its record outlives this frame.
+		cn.c.deliverLive(scratch.Topic, scratch.Event)
+		return
+	}
+	f := new(wire.Frame)
+	*f = *scratch
+	switch f.Op {
+	case wire.OpOK, wire.OpErr:
+		if f.Corr == "" {
+			if f.Op == wire.OpErr {
+				cn.c.log.Warn("gateway error", "code", f.Code, "msg", f.Msg)
+				if f.Topic != "" {
+					cn.c.revoked(f)
 				}
-				continue
 			}
-			cn.mu.Lock()
-			ch := cn.pending[f.Corr]
-			delete(cn.pending, f.Corr)
-			cn.mu.Unlock()
-			if ch != nil {
-				ch <- f
-			}
-		case wire.OpEvent:
-			cn.c.dispatch(cn, f)
+			return
 		}
+		cn.mu.Lock()
+		ch := cn.pending[f.Corr]
+		delete(cn.pending, f.Corr)
+		cn.mu.Unlock()
+		if ch != nil {
+			ch <- f
+		}
+	case wire.OpEvent:
+		cn.c.dispatch(cn, f)
 	}
 }
 
 func (cn *conn) write() {
 	wt := cn.c.cfg.WriteTimeout
 	bc, _ := cn.ws.NetConn().(*wsbatch.Conn)
+	var msg [][]byte // the frames of the next message
+	ident := func(b []byte) []byte { return b }
 	for {
 		var b []byte
 		select {
@@ -538,31 +560,35 @@ func (cn *conn) write() {
 		if bc != nil {
 			bc.Hold()
 		}
+		coalesce := cn.batch.Load()
+		msg = append(msg[:0], b)
+		size := len(b) + 2
 		yielded := false
 		for {
-			if err := cn.ws.WriteMessage(websocket.TextMessage, b); err != nil {
+			next, ok := cn.poll(&yielded)
+			if !ok {
+				break
+			}
+			if coalesce && len(msg) < wire.BatchMaxFrames && size+len(next)+1 <= wire.BatchMaxBytes {
+				msg = append(msg, next)
+				size += len(next) + 1
+				continue
+			}
+			if err := wsbatch.WriteFrames(cn.ws, msg, ident); err != nil {
 				cn.fail(err)
 				return
 			}
+			msg = append(msg[:0], next)
+			size = len(next) + 2
 			if bc != nil && bc.Buffered() >= wsbatch.FlushBytes {
 				break
 			}
-			select {
-			case b = <-cn.out:
-				continue
-			default:
-			}
-			if !yielded {
-				// Let running handlers add their ACKs to this write.
-				yielded = true
-				runtime.Gosched()
-				select {
-				case b = <-cn.out:
-					continue
-				default:
-				}
-			}
-			break
+		}
+		err := wsbatch.WriteFrames(cn.ws, msg, ident)
+		clear(msg)
+		if err != nil {
+			cn.fail(err)
+			return
 		}
 		if bc != nil {
 			if err := bc.Release(); err != nil {
@@ -570,6 +596,28 @@ func (cn *conn) write() {
 				return
 			}
 		}
+	}
+}
+
+// poll takes the next queued frame without waiting; the first time the
+// queue is found empty (yielded false) it first lets running handlers add
+// their ACKs to this write.
+func (cn *conn) poll(yielded *bool) ([]byte, bool) {
+	select {
+	case b := <-cn.out:
+		return b, true
+	default:
+	}
+	if *yielded {
+		return nil, false
+	}
+	*yielded = true
+	runtime.Gosched()
+	select {
+	case b := <-cn.out:
+		return b, true
+	default:
+		return nil, false
 	}
 }
 

@@ -59,6 +59,12 @@ type Config struct {
 	// OutboundQueue is how many frames may wait to be written (default
 	// 4096); when it is full, calls wait.
 	OutboundQueue int
+	// NoBatch: do not ask the gateway for batched frames. By default the
+	// client asks (AUTH "batch":true): the gateway then sends the frames
+	// queued for the connection together, several in one WebSocket
+	// message, and the client sends its queued ACKs likewise; see
+	// docs/protocol.md.
+	NoBatch bool
 	// Logger receives the client's logs; nil discards them.
 	Logger *slog.Logger
 }

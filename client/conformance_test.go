@@ -15,8 +15,14 @@ import (
 
 // TestConformance runs the facade conformance suite against the WebSocket
 // client: every bus is a client connected to one gateway over one
-// embedded-NATS store.
+// embedded-NATS store. It runs with batched frames (the default) and
+// without.
 func TestConformance(t *testing.T) {
+	t.Run("batched", func(t *testing.T) { conformance(t, Config{Token: "conformance"}) })
+	t.Run("unbatched", func(t *testing.T) { conformance(t, Config{Token: "conformance", NoBatch: true}) })
+}
+
+func conformance(t *testing.T, cfg Config) {
 	bus, err := jetstream.Open(context.Background(), jetstream.OpenConfig{
 		Server: jetstream.ServerConfig{DataDir: t.TempDir(), Port: -1},
 		// The topic family of the wildcard cases.
@@ -29,7 +35,7 @@ func TestConformance(t *testing.T) {
 	url, _ := serveGateway(t, bus, gateway.Config{Token: "conformance"}, nil)
 	facadetest.Run(t, facadetest.Env{
 		NewBus: func(t testing.TB) facade.Bus {
-			c, err := Dial(context.Background(), url, Config{Token: "conformance"})
+			c, err := Dial(context.Background(), url, cfg)
 			if err != nil {
 				t.Fatalf("dial gateway: %v", err)
 			}

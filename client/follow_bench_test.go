@@ -30,6 +30,7 @@ import (
 //
 //	go test -run XXX -bench FollowDelivered -benchtime 1x ./client/
 //
+// EVENTHUB_BENCH_NOBATCH=1 runs the clients without batched frames.
 // EVENTHUB_FOLLOW_PROFILE names a file for a CPU profile of the child.
 //
 // Metrics: client-µs/event (CPU per delivered event, user + system),
@@ -169,7 +170,7 @@ func followClients(spec followSpec) followResult {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			c, err := Dial(ctx, spec.URL, Config{})
+			c, err := Dial(ctx, spec.URL, Config{NoBatch: benchNoBatch()})
 			if err != nil {
 				firstErr.Store(err.Error())
 				return

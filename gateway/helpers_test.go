@@ -80,9 +80,11 @@ type wsClient struct {
 	mu     sync.Mutex
 	frames []wire.Frame
 	raw    []string
-	notify chan struct{}
-	closed error // the read error, once reading stopped
-	done   chan struct{}
+	// batches counts the batched messages received.
+	batches int
+	notify  chan struct{}
+	closed  error // the read error, once reading stopped
+	done    chan struct{}
 }
 
 func dialRaw(t testing.TB, url string, h http.Header) (*websocket.Conn, *http.Response, error) {
@@ -130,15 +132,31 @@ func (w *wsClient) readLoop() {
 			w.wake()
 			return
 		}
-		var f wire.Frame
-		if err := json.Unmarshal(data, &f); err != nil {
-			f = wire.Frame{Op: "UNPARSEABLE", Msg: string(data)}
+		if wire.IsBatch(data) {
+			// Only a client that asked for batches gets them.
+			w.batches++
+			if err := wire.SplitBatch(data, func(b []byte) bool {
+				w.frames = append(w.frames, parseFrame(b))
+				w.raw = append(w.raw, string(b))
+				return true
+			}); err != nil {
+				w.frames = append(w.frames, wire.Frame{Op: "UNPARSEABLE", Msg: string(data)})
+			}
+		} else {
+			w.frames = append(w.frames, parseFrame(data))
+			w.raw = append(w.raw, string(data))
 		}
-		w.frames = append(w.frames, f)
-		w.raw = append(w.raw, string(data))
 		w.mu.Unlock()
 		w.wake()
 	}
+}
+
+func parseFrame(data []byte) wire.Frame {
+	var f wire.Frame
+	if err := json.Unmarshal(data, &f); err != nil {
+		f = wire.Frame{Op: "UNPARSEABLE", Msg: string(data)}
+	}
+	return f
 }
 
 func (w *wsClient) wake() {

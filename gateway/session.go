@@ -28,8 +28,11 @@ type session struct {
 
 	// Reader goroutine only.
 	principal Principal
-	pubs      chan pendingPublish // lazily started publish waiter
-	pubDone   chan struct{}
+	// batch: the last AUTH asked for batched frames; the client may then
+	// send batches too.
+	batch   bool
+	pubs    chan pendingPublish // lazily started publish waiter
+	pubDone chan struct{}
 	// The principal's connection quota (reader, then the ended session).
 	limitRelease func()
 
@@ -184,8 +187,10 @@ func (s *session) reqCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(s.ctx, s.gw.cfg.RequestTimeout)
 }
 
-// handle decodes and executes one client frame. A panic ends the session
-// (server_error, 4000); it never reaches the process.
+// handle decodes and executes one client message: a frame, or, once the
+// client asked for batched frames, a batch of frames, executed in order as
+// if sent one by one (a malformed batch is refused whole). A panic ends the
+// session (server_error, 4000); it never reaches the process.
 func (s *session) handle(data []byte) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -194,6 +199,24 @@ func (s *session) handle(data []byte) {
 			s.closeWith(wire.CloseServerError, wire.CodeServerError)
 		}
 	}()
+	if !s.batch || !wire.IsBatch(data) {
+		s.handleOne(data)
+		return
+	}
+	// A malformed batch is refused whole: none of its frames run (a bad
+	// frame in a well-formed one gets its own ERR from handleOne).
+	if err := wire.SplitBatch(data, func([]byte) bool { return true }); err != nil {
+		s.replyErr("", err, wire.CodeBadFrame)
+		return
+	}
+	_ = wire.SplitBatch(data, func(frame []byte) bool {
+		s.handleOne(frame)
+		return !s.closing.Load()
+	})
+}
+
+// handleOne decodes and executes one client frame.
+func (s *session) handleOne(data []byte) {
 	var f wire.Frame
 	if err := wire.Decode(data, &f); err != nil {
 		s.replyErr(f.Corr, err, wire.CodeBadFrame)
@@ -344,6 +367,10 @@ func (s *session) auth(f *wire.Frame) error {
 		s.stopSub(sub, stops[i], "subscription revoked")
 	}
 	s.moveHolds(p, kept, liveKept)
+	// Frames queued from here on may be batched: the client that asked
+	// reads batches from the moment it sent AUTH.
+	s.batch = f.Batch
+	s.t.SetBatch(f.Batch)
 	s.sendOK(f.Corr)
 	return nil
 }

@@ -71,6 +71,9 @@ func (f *fakeTransport) SendNumbered(buf *[]byte) (sendResult, uint64) {
 	return r, uint64(len(f.frames))
 }
 
+// SetBatch: a fake keeps frames apart.
+func (f *fakeTransport) SetBatch(bool) {}
+
 // Written: a fake writes every frame as it is sent.
 func (f *fakeTransport) Written() uint64 {
 	f.mu.Lock()

@@ -34,6 +34,11 @@ type transport interface {
 	// Written is how many frames have been, or are being, written to the
 	// connection.
 	Written() uint64
+	// SetBatch turns batched writes on or off: frames queued together
+	// are then written as one message, a JSON array of frames
+	// (wire.SplitBatch), bounded by wire.BatchMaxBytes and
+	// wire.BatchMaxFrames.
+	SetBatch(on bool)
 	// Close writes the frames already queued (bounded by the write
 	// timeout), then a close frame with code and reason; the connection
 	// ends once the client answers it (or shortly after). Idempotent; the
@@ -103,8 +108,9 @@ type wsTransport struct {
 	reason   string
 	final    *[]byte // Expire's last frame
 	abort    atomic.Bool
-	broken   bool      // a write failed: nothing more can be written (writer only)
-	deadline time.Time // the write deadline in force (writer only)
+	batch    atomic.Bool // write queued frames as batches (SetBatch)
+	broken   bool        // a write failed: nothing more can be written (writer only)
+	deadline time.Time   // the write deadline in force (writer only)
 	// closeSent: the close frame was written; then the connection is left
 	// open for [wsTransport.linger] (written by the writer, read once it
 	// has returned).
@@ -199,6 +205,8 @@ func (t *wsTransport) enqueue(f qframe, backlog bool) (sendResult, uint64) {
 }
 
 func (t *wsTransport) Written() uint64 { return t.written.Load() }
+
+func (t *wsTransport) SetBatch(on bool) { t.batch.Store(on) }
 
 // take moves the queued frames into the writer's batch slice.
 func (t *wsTransport) take() []qframe {
@@ -342,12 +350,22 @@ func (t *wsTransport) writeBatch(batch []qframe) bool {
 		_ = t.ws.SetWriteDeadline(t.deadline)
 	}
 	t.bconn.Hold()
-	var held uint64 // frames buffered in bconn, not yet flushed
-	for i, f := range batch {
-		err := t.ws.WriteMessage(websocket.TextMessage, f.bytes())
-		f.release()
-		batch[i] = qframe{}
-		held++
+	coalesce := t.batch.Load()
+	for i := 0; i < len(batch); {
+		n := 1
+		if coalesce {
+			n = batchLen(batch[i:])
+		}
+		// Counted before the bytes go out (bconn may pass a large
+		// message on at once): once they may have reached the client,
+		// they count as written.
+		t.written.Add(uint64(n))
+		err := wsbatch.WriteFrames(t.ws, batch[i:i+n], qframe.bytes)
+		for j := i; j < i+n; j++ {
+			batch[j].release()
+			batch[j] = qframe{}
+		}
+		i += n
 		if err != nil {
 			_ = t.bconn.Release()
 			t.broken = true
@@ -360,10 +378,6 @@ func (t *wsTransport) writeBatch(batch []qframe) bool {
 			return false
 		}
 		if t.bconn.Buffered() >= wsbatch.FlushBytes {
-			// Counted before the bytes go out: once they may have
-			// reached the client, they count as written.
-			t.written.Add(held)
-			held = 0
 			if err := t.bconn.Release(); err != nil {
 				t.broken = true
 				return false
@@ -371,13 +385,27 @@ func (t *wsTransport) writeBatch(batch []qframe) bool {
 			t.bconn.Hold()
 		}
 	}
-	t.written.Add(held)
 	if err := t.bconn.Release(); err != nil {
 		t.broken = true
 		t.log.Debug("flush failed", "err", err)
 		return false
 	}
 	return !t.abort.Load()
+}
+
+// batchLen is how many of the frames q starts with go in one message: as
+// many as fit in wire.BatchMaxBytes and wire.BatchMaxFrames, at least one.
+func batchLen(q []qframe) int {
+	size := len(q[0].bytes()) + 2
+	n := 1
+	for n < len(q) && n < wire.BatchMaxFrames {
+		size += len(q[n].bytes()) + 1
+		if size > wire.BatchMaxBytes {
+			break
+		}
+		n++
+	}
+	return n
 }
 
 // finish writes the queued frames (unless aborting), the close frame, and

@@ -95,6 +95,21 @@ func TestClientJS(t *testing.T) {
 		}
 	})
 
+	t.Run("asks for batches and reads them, unless batch: false", func(t *testing.T) {
+		got := eval[string](t, b, `(async () => {
+			const c = new hub.EventHubClient("/fake-ws?mode=batch", {reconnect: false});
+			await c.connect();
+			const r = await c.publish("x.y", 1);
+			c.close();
+			const off = new hub.EventHubClient("/fake-ws?mode=batch", {reconnect: false, batch: false});
+			try { await off.connect(); return "connected without batch"; }
+			catch (e) { return r.id + " " + e.code; }
+		})()`)
+		if want := "batch-id no_batch"; got != want {
+			t.Errorf("batched answers: %q, want %q", got, want)
+		}
+	})
+
 	t.Run("events before the OK of SUBSCRIBE reach the handler", func(t *testing.T) {
 		got := eval[string](t, b, `(async () => {
 			const c = new hub.EventHubClient("/fake-ws?mode=eventfirst", {reconnect: false});

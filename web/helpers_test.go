@@ -381,6 +381,9 @@ func jsString(s string) string {
 //   - puberr: PUBLISH is answered by an OK with another corr, then by ERR
 //     publish_failed with its own.
 //   - eventfirst: SUBSCRIBE is answered by an EVENT (attempt 3) before its OK.
+//   - batch: an AUTH that asks for batches is answered by a batch, an OK
+//     with another corr then its own, one that does not by ERR no_batch;
+//     PUBLISH likewise by a batch, the OK of another corr then its own.
 //
 // Every mode answers AUTH with OK (except wrongcorr) and echoes each ACK,
 // NACK and MODACK back as {"op":"ERR","code":"seen","msg":<the frame>}.
@@ -417,6 +420,7 @@ func (f *fakePeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		var fr struct {
 			Op, Corr, Topic, Group string
+			Batch                  bool
 		}
 		if json.Unmarshal(data, &fr) != nil {
 			return
@@ -424,13 +428,22 @@ func (f *fakePeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ok := true
 		switch fr.Op {
 		case "AUTH":
-			if mode == "wrongcorr" {
+			if mode == "batch" {
+				if fr.Batch {
+					ok = send([]map[string]any{{"op": "OK", "corr": "not-" + fr.Corr}, {"op": "OK", "corr": fr.Corr}})
+				} else {
+					ok = send(map[string]any{"op": "ERR", "corr": fr.Corr, "code": "no_batch", "msg": "AUTH without batch"})
+				}
+			} else if mode == "wrongcorr" {
 				ok = send(map[string]any{"op": "OK", "corr": "not-" + fr.Corr}) && send(map[string]any{"op": "OK"})
 			} else {
 				ok = send(map[string]any{"op": "OK", "corr": fr.Corr})
 			}
 		case "PUBLISH":
-			if mode == "puberr" {
+			if mode == "batch" {
+				ok = send([]map[string]any{{"op": "OK", "corr": "not-" + fr.Corr, "id": "wrong-id"},
+					{"op": "OK", "corr": fr.Corr, "id": "batch-id", "seq": 1, "ts": 1}})
+			} else if mode == "puberr" {
 				ok = send(map[string]any{"op": "OK", "corr": "not-" + fr.Corr, "id": "wrong-id"}) &&
 					send(map[string]any{"op": "ERR", "corr": fr.Corr, "code": "publish_failed", "msg": "scripted failure"})
 			} else {

@@ -82,6 +82,8 @@ type Frame struct {
 	Corr string `json:"corr,omitempty"`
 	// AUTH
 	Token string `json:"token,omitempty"`
+	// AUTH (extension): ask for batched frames (see [SplitBatch]).
+	Batch bool `json:"batch,omitempty"`
 	// SUBSCRIBE, UNSUBSCRIBE, PUBLISH, EVENT, ACK, NACK, MODACK, CURSOR, SEEK
 	Topic string `json:"topic,omitempty"`
 	Group string `json:"group,omitempty"`

@@ -7,6 +7,8 @@ package wsbatch
 import (
 	"net"
 	"sync"
+
+	"github.com/gorilla/websocket"
 )
 
 // FlushBytes is how much a burst buffers before the writer should Release.
@@ -99,4 +101,31 @@ func (c *Conn) flushLocked() error {
 	_, err := c.Conn.Write(*c.buf)
 	*c.buf = (*c.buf)[:0]
 	return err
+}
+
+// WriteFrames writes frames (the bytes of each element, by frame) as one
+// text message: the frame itself when there is one, else the batch of
+// them, [frame,frame,…] (wire.SplitBatch), without copying them.
+func WriteFrames[T any](ws *websocket.Conn, frames []T, frame func(T) []byte) error {
+	if len(frames) == 1 {
+		return ws.WriteMessage(websocket.TextMessage, frame(frames[0]))
+	}
+	w, err := ws.NextWriter(websocket.TextMessage)
+	if err != nil {
+		return err
+	}
+	sep := []byte{'['}
+	for _, f := range frames {
+		if _, err := w.Write(sep); err != nil {
+			return err
+		}
+		sep[0] = ','
+		if _, err := w.Write(frame(f)); err != nil {
+			return err
+		}
+	}
+	if _, err := w.Write([]byte{']'}); err != nil {
+		return err
+	}
+	return w.Close()
 }

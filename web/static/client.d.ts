@@ -179,6 +179,8 @@ export interface ClientOptions {
   token?: string | (() => string | Promise<string>);
   /** Reconnect when an open connection drops (default true). Close codes 4500–4999 are never retried. */
   reconnect?: boolean;
+  /** Ask the gateway for batched frames: several frames in one WebSocket message, a JSON array (default true). */
+  batch?: boolean;
   backoff?: BackoffOptions;
   /** Bounds each request, and connecting (default 10000). */
   requestTimeoutMs?: number;

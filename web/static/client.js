@@ -22,6 +22,10 @@
 // event it delivered, so the gateway sends what was missed first; its onReady
 // says whether that recovery was complete. Close codes 4500-4999 (bad_token,
 // token_expired) are not retried.
+//
+// The client asks for batched frames in AUTH (option batch, default true):
+// the gateway may then send several frames in one message, a JSON array of
+// them, which the client reads in order.
 
 /** Error carrying the gateway's stable ERR code (see docs/protocol.md). */
 export class EventHubError extends Error {
@@ -284,6 +288,7 @@ export class EventHubClient extends EventTarget {
     this._opts = {
       token: opts.token,
       reconnect: opts.reconnect !== false,
+      batch: opts.batch !== false,
       backoff,
       requestTimeoutMs,
     };
@@ -626,7 +631,7 @@ export class EventHubClient extends EventTarget {
       ws.onopen = async () => {
         try {
           const token = await this._token();
-          await this._request({ op: "AUTH", token }, gen);
+          await this._request(this._opts.batch ? { op: "AUTH", token, batch: true } : { op: "AUTH", token }, gen);
           const established = [...this._subs.values(), ...this._lives.values()].filter((s) => s._established && !s._closed);
           const results = await Promise.allSettled(
             established.map((s) => (s instanceof LiveSubscription ? this._subscribeLive(s, gen, true) : this._request(s._frame(), gen))),
@@ -843,7 +848,19 @@ export class EventHubClient extends EventTarget {
       this._emit("error", { error: new EventHubError("bad_response", "a frame that is not JSON") });
       return;
     }
-    if (f === null || typeof f !== "object") return;
+    if (!Array.isArray(f)) {
+      this._onFrame(gen, f);
+      return;
+    }
+    // A batch (asked for in AUTH): its frames, in order.
+    for (const one of f) {
+      if (gen !== this._gen) return;
+      this._onFrame(gen, one);
+    }
+  }
+
+  _onFrame(gen, f) {
+    if (f === null || typeof f !== "object" || Array.isArray(f)) return;
     switch (f.op) {
       case "OK":
       case "ERR": {
