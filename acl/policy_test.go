@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/pattern"
 )
 
@@ -171,7 +172,7 @@ func TestPolicyWildcardSubscriptions(t *testing.T) {
 // match (enumerated up to 5 segments) is allowed.
 func TestPolicyWildcardSubscriptionSound(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	topics := allTopics([]string{"a", "b", "c", "d"}, 5)
+	topics := testutil.AllTopics([]string{"a", "b", "c", "d"}, 5)
 	allowedSubs := 0
 	for range 300 {
 		var p Policy
@@ -388,25 +389,4 @@ func randPattern(r *rand.Rand, maxSegs int) string {
 		out[i] = segs[r.IntN(len(segs))]
 	}
 	return strings.Join(out, ".")
-}
-
-// allTopics enumerates every topic over alphabet with 1..maxLen segments.
-func allTopics(alphabet []string, maxLen int) []string {
-	var out []string
-	cur := []string{""}
-	for range maxLen {
-		var next []string
-		for _, prefix := range cur {
-			for _, a := range alphabet {
-				t := a
-				if prefix != "" {
-					t = prefix + "." + a
-				}
-				next = append(next, t)
-			}
-		}
-		out = append(out, next...)
-		cur = next
-	}
-	return out
 }

@@ -27,10 +27,8 @@ func (c *Client) Publish(ctx context.Context, topic string, payload json.RawMess
 		return nil, fmt.Errorf("%w: payload is not valid JSON", facade.ErrBadPayload)
 	}
 	f := &wire.Frame{Op: wire.OpPublish, Topic: topic, Payload: payload}
-	if b, err := json.Marshal(opts); err != nil {
-		return nil, fmt.Errorf("%w: opts: %w", facade.ErrInvalidOption, err)
-	} else if string(b) != "{}" {
-		f.Opts = b
+	if err := setOpts(f, opts); err != nil {
+		return nil, err
 	}
 	r, err := c.callRetrying(ctx, f)
 	if err != nil {
@@ -91,10 +89,8 @@ var _ facade.KeyDeleter = (*Client)(nil)
 // It needs the right to publish to topic.
 func (c *Client) DeleteKey(ctx context.Context, topic, key string, opts facade.DeleteOptions) (*facade.EventRecord, error) {
 	f := &wire.Frame{Op: wire.OpDelete, Topic: topic, Key: key}
-	if b, err := json.Marshal(opts); err != nil {
-		return nil, fmt.Errorf("%w: opts: %w", facade.ErrInvalidOption, err)
-	} else if string(b) != "{}" {
-		f.Opts = b
+	if err := setOpts(f, opts); err != nil {
+		return nil, err
 	}
 	r, err := c.callRetrying(ctx, f)
 	if err != nil {
@@ -110,4 +106,16 @@ func (c *Client) SetCursor(ctx context.Context, topic, group string, pos facade.
 	cur := facade.CursorPosition{LastID: pos.LastID, LastTS: pos.LastTS, LastSeq: pos.LastSeq}
 	_, err := c.call(ctx, &wire.Frame{Op: wire.OpSeek, Topic: topic, Group: group, Cursor: &cur})
 	return err
+}
+
+// setOpts sets f's opts to opts as JSON, unless they are all zero.
+func setOpts(f *wire.Frame, opts any) error {
+	b, err := json.Marshal(opts)
+	if err != nil {
+		return fmt.Errorf("%w: opts: %w", facade.ErrInvalidOption, err)
+	}
+	if string(b) != "{}" {
+		f.Opts = b
+	}
+	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/eventhub/eventhub/internal/testutil"
 )
 
 // refValidPattern is a straightforward restatement of the pattern syntax.
@@ -206,33 +208,12 @@ func TestMatchAgainstReference(t *testing.T) {
 	}
 }
 
-// allTopics enumerates every topic over alphabet with 1..maxLen segments.
-func allTopics(alphabet []string, maxLen int) []string {
-	var out []string
-	cur := []string{""}
-	for range maxLen {
-		var next []string
-		for _, prefix := range cur {
-			for _, a := range alphabet {
-				t := a
-				if prefix != "" {
-					t = prefix + "." + a
-				}
-				next = append(next, t)
-			}
-		}
-		out = append(out, next...)
-		cur = next
-	}
-	return out
-}
-
 // TestCoversIntersectsAgainstBruteForce checks the pattern-vs-pattern
 // analyses used for wildcard subscriptions against enumeration of all
 // topics up to 6 segments ("d" stands for every unmentioned segment).
 func TestCoversIntersectsAgainstBruteForce(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	topics := allTopics([]string{"a", "b", "c", "d"}, 6)
+	topics := testutil.AllTopics([]string{"a", "b", "c", "d"}, 6)
 	var nCover, nInter int
 	for range 400 {
 		ps, ss := randPattern(r, 3), randPattern(r, 3)

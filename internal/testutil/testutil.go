@@ -148,3 +148,25 @@ func (l *Buffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// AllTopics enumerates every topic over alphabet with 1..maxLen segments,
+// for tests that check pattern matching against brute force.
+func AllTopics(alphabet []string, maxLen int) []string {
+	var out []string
+	cur := []string{""}
+	for range maxLen {
+		var next []string
+		for _, prefix := range cur {
+			for _, a := range alphabet {
+				t := a
+				if prefix != "" {
+					t = prefix + "." + a
+				}
+				next = append(next, t)
+			}
+		}
+		out = append(out, next...)
+		cur = next
+	}
+	return out
+}
