@@ -109,7 +109,24 @@ func (n *NATS) SetDirectory(d Directory) { n.dir.Store(&directory{d}) }
 // SetServer tells the authentication which embedded server it guards, where
 // it makes the accounts of scoped clients; until it is set they are
 // refused ("starting"). Safe for concurrent use.
-func (n *NATS) SetServer(s *server.Server) { n.accounts.setServer(s) }
+//
+// It starts freeing the accounts of principals whose connections have all
+// left, and closing the connections of an account that floods the hub with
+// requests, until Close.
+func (n *NATS) SetServer(s *server.Server) { n.accounts.setServer(s, n.log) }
+
+// Close stops what SetServer started. A nil NATS, or closing twice, is not
+// an error.
+func (n *NATS) Close() {
+	if n != nil {
+		n.accounts.close()
+	}
+}
+
+// Accounts returns the number of accounts the principals of scoped native
+// clients hold, and of freed ones kept for the next principals (see
+// principalAccounts).
+func (n *NATS) Accounts() (held, idle int) { return n.accounts.inUse() }
 
 // HubToken is the secret the hub's own connection authenticates with.
 func (n *NATS) HubToken() string { return n.hubToken }
@@ -154,7 +171,7 @@ func (n *NATS) Check(c server.ClientAuthentication) bool {
 	}
 	user := &server.User{Username: id.Subject, Permissions: perms, ConnectionDeadline: id.Expires}
 	if plan != nil {
-		acc, err := n.accounts.account(*plan)
+		acc, release, err := n.accounts.account(*plan)
 		if errors.Is(err, errNoServer) {
 			n.refuse(c, "starting")
 			return false
@@ -164,6 +181,8 @@ func (n *NATS) Check(c server.ClientAuthentication) bool {
 			n.refuse(c, "internal")
 			return false
 		}
+		// The account is not freed before the connection has joined it.
+		defer release()
 		user.Account = acc
 	}
 	c.RegisterUser(user)
@@ -220,10 +239,10 @@ func (n *NATS) authorize(ctx context.Context, token string, ownAccount bool) (id
 			if dir != nil {
 				var err error
 				if all, err = dir.TopicStreams(ctx, ">", true); err != nil {
-					n.log.Warn("native NATS client gets no wildcard topics: streams could not be listed", "err", err, "subject", id.Subject)
-				} else {
-					dir = listed{dir, all}
+					n.log.Warn("native NATS client refused: streams could not be listed", "err", err, "subject", id.Subject)
+					return nil, nil, nil, "starting"
 				}
+				dir = listed{dir, all}
 			}
 			firsts := firstTokens(all)
 			pub, sub = expandLeading(pub, firsts), expandLeading(sub, firsts)
@@ -235,8 +254,9 @@ func (n *NATS) authorize(ctx context.Context, token string, ownAccount bool) (id
 	}
 	js, jsOK, err := jetStreamGrants(ctx, dir, id.Policy, pub, sub)
 	if err != nil {
-		n.log.Warn("native NATS client gets no JetStream API: streams could not be listed", "err", err, "subject", id.Subject)
-		jsOK = false
+		// Refused rather than connected without the grants its policy gives.
+		n.log.Warn("native NATS client refused: streams could not be listed", "err", err, "subject", id.Subject)
+		return nil, nil, nil, "starting"
 	}
 	pubDeny := append(slices.Clone(systemSubjects), "_INBOX.>", hubInbox, apiPrefix+">")
 	if jsOK {

@@ -219,6 +219,8 @@ type Hub struct {
 	outbox     *outbox.Store
 	callout    *auth.Callout
 	streamAPI  *auth.StreamNames // scoped native clients' stream lookups
+	catalogue  *jetstream.Catalogue // streams and groups, for native clients' grants
+	nativeAuth *auth.NATS           // nil: native clients not authenticated by the hub
 	limiter    *limits.Limiter   // nil: nothing limited
 	bg         sync.WaitGroup    // background components
 	cancel     context.CancelFunc
@@ -293,12 +295,20 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 		return nil, err
 	}
 	var streamAPI *auth.StreamNames
+	var catalogue *jetstream.Catalogue
 	if na != nil {
-		na.SetDirectory(busDirectory{bus})
+		if catalogue, err = bus.WatchCatalogue(ctx); err != nil {
+			_ = bus.Shutdown(context.WithoutCancel(ctx))
+			au.Close()
+			cancel()
+			return nil, err
+		}
+		na.SetDirectory(busDirectory{bus, catalogue})
 		if srv := bus.Server(); srv != nil && !cfg.Auth.NativeScoped {
 			// Scoped clients get accounts of their own (NativeScoped off):
 			// their stream lookups are answered before the first connects.
 			if streamAPI, err = na.ServeStreamNames(bus.Conn()); err != nil {
+				catalogue.Close()
 				_ = bus.Shutdown(context.WithoutCancel(ctx))
 				au.Close()
 				cancel()
@@ -307,8 +317,10 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 			na.SetServer(srv)
 		}
 	}
-	h := &Hub{cfg: cfg, log: log, Bus: bus, Auth: au, Registry: reg, Metrics: m, cancel: cancel, limiter: lim, streamAPI: streamAPI}
+	h := &Hub{cfg: cfg, log: log, Bus: bus, Auth: au, Registry: reg, Metrics: m, cancel: cancel, limiter: lim, streamAPI: streamAPI, catalogue: catalogue, nativeAuth: na}
 	if err := h.startLimits(ctx); err != nil {
+		na.Close()
+		catalogue.Close()
 		_ = bus.Shutdown(context.WithoutCancel(ctx))
 		au.Close()
 		cancel()
@@ -316,6 +328,8 @@ func Start(ctx context.Context, cfg Config) (*Hub, error) {
 	}
 	if callout != nil {
 		if err := callout.Start(bus.Conn()); err != nil {
+			na.Close()
+			catalogue.Close()
 			_ = bus.Shutdown(context.WithoutCancel(ctx))
 			au.Close()
 			cancel()
@@ -467,6 +481,8 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	if h.streamAPI != nil {
 		errs = append(errs, h.streamAPI.Close())
 	}
+	h.nativeAuth.Close()
+	h.catalogue.Close()
 	errs = append(errs, h.Bus.Shutdown(ctx))
 	h.Auth.Close()
 	return errors.Join(errs...)

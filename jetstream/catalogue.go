@@ -1,0 +1,392 @@
+package jetstream
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventhub/eventhub/facade"
+)
+
+// JetStream's advisories of stream and consumer changes: the last tokens
+// of their subjects name the stream (and the consumer).
+const (
+	advisoryStream   = "$JS.EVENT.ADVISORY.STREAM."
+	advisoryConsumer = "$JS.EVENT.ADVISORY.CONSUMER."
+)
+
+// catalogueRetry is how long the catalogue waits before listing again
+// after a listing failed.
+const catalogueRetry = time.Second
+
+// errCatalogueNotLoaded: the streams were never listed.
+var errCatalogueNotLoaded = errors.New("the stream catalogue is not loaded yet")
+
+// Catalogue is the bus's streams in memory, with their subjects and
+// groups, as [Bus.TopicStreams] lists them: looking one up costs no
+// JetStream API call. It lists every stream once when made and again
+// after each reconnect, and in between follows JetStream's advisories of
+// streams created, updated and deleted and of consumers created and
+// deleted, asking JetStream only about the stream or consumer that
+// changed. A change is seen once its advisory has arrived and the stream
+// or consumer has been read: moments after JetStream answered the call
+// that made it. Close stops it.
+type Catalogue struct {
+	b    *Bus
+	subs []*nats.Subscription
+	// status reports the connection's reconnects.
+	status chan nats.Status
+	kick   chan struct{}
+	done   chan struct{}
+	wg     sync.WaitGroup
+
+	mu      sync.RWMutex
+	streams map[string]*catStream
+	loaded  bool
+
+	pmu     sync.Mutex
+	full    bool            // list every stream again
+	pending map[string]bool // "stream" or "stream.consumer" to read again
+}
+
+// catStream is a stream as the catalogue keeps it.
+type catStream struct {
+	subjects  []string
+	consumers map[string]catConsumer
+}
+
+// catConsumer is what TopicStream.Groups needs of a consumer.
+type catConsumer struct {
+	pull  bool // a pull consumer with acks
+	group string
+	topic string
+}
+
+func consumerOf(cfg jetstream.ConsumerConfig) catConsumer {
+	return catConsumer{
+		pull:  cfg.AckPolicy != jetstream.AckNonePolicy && cfg.DeliverSubject == "",
+		group: cfg.Metadata[metaGroup],
+		topic: cfg.Metadata[metaTopic],
+	}
+}
+
+// catalogueGroup returns the group that consumer name holds on a stream whose own
+// topic is topic ("" for a shared stream), if it holds one: on a topic's
+// own stream every pull consumer with acks, the hub's groups and those
+// made outside the hub (ordered consumers and replays ack nothing; a push
+// consumer is its deliver subject's, not a group to join); on a shared
+// stream the hub's groups, which carry their group and topic as metadata.
+func catalogueGroup(topic, name string, c catConsumer) (GroupConsumer, bool) {
+	switch {
+	case topic != "" && c.pull:
+		return GroupConsumer{Consumer: name, Topic: topic, Group: cmp.Or(c.group, name)}, true
+	case topic == "" && c.group != "" && c.topic != "":
+		return GroupConsumer{Consumer: name, Topic: c.topic, Group: c.group}, true
+	}
+	return GroupConsumer{}, false
+}
+
+// ownTopic returns the topic of a stream whose subjects are one topic and
+// its keyed subjects, or "".
+func ownTopic(subjects []string) string {
+	if len(subjects) == 2 && subjects[1] == keyedWildcard(subjects[0]) {
+		return subjects[0]
+	}
+	return ""
+}
+
+// WatchCatalogue lists the bus's streams and keeps the list current until
+// Close (see Catalogue).
+func (b *Bus) WatchCatalogue(ctx context.Context) (*Catalogue, error) {
+	c := &Catalogue{
+		b: b, kick: make(chan struct{}, 1), done: make(chan struct{}),
+		streams: map[string]*catStream{}, pending: map[string]bool{},
+	}
+	for _, subj := range []string{
+		advisoryStream + "CREATED.*", advisoryStream + "UPDATED.*", advisoryStream + "DELETED.*",
+		advisoryConsumer + "CREATED.*.*", advisoryConsumer + "DELETED.*.*",
+	} {
+		sub, err := b.nc.Subscribe(subj, c.advisory)
+		if err != nil {
+			c.unsubscribe()
+			return nil, fmt.Errorf("%w: stream catalogue: %w", facade.ErrUnavailable, err)
+		}
+		c.subs = append(c.subs, sub)
+	}
+	// Advisories that arrive during the first listing are applied after it.
+	if err := b.nc.Flush(); err != nil {
+		c.unsubscribe()
+		return nil, fmt.Errorf("%w: stream catalogue: %w", facade.ErrUnavailable, err)
+	}
+	if err := c.listAll(ctx); err != nil {
+		c.unsubscribe()
+		return nil, err
+	}
+	c.status = b.nc.StatusChanged(nats.CONNECTED)
+	c.wg.Go(c.run)
+	return c, nil
+}
+
+// Close stops following the changes; lookups answer from the last state.
+// Closing twice, or a nil Catalogue, is not an error.
+func (c *Catalogue) Close() {
+	if c == nil {
+		return
+	}
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	close(c.done)
+	c.unsubscribe()
+	c.b.nc.RemoveStatusListener(c.status)
+	c.wg.Wait()
+}
+
+func (c *Catalogue) unsubscribe() {
+	for _, s := range c.subs {
+		_ = s.Unsubscribe()
+	}
+}
+
+// advisory marks the stream or consumer an advisory names, to be read
+// again: advisories arriving faster than they are read collapse into one
+// read each.
+func (c *Catalogue) advisory(m *nats.Msg) {
+	var key string
+	switch rest, ok := strings.CutPrefix(m.Subject, advisoryConsumer); {
+	case ok:
+		_, key, _ = strings.Cut(rest, ".") // CREATED.<stream>.<consumer>
+	default:
+		rest, _ = strings.CutPrefix(m.Subject, advisoryStream)
+		_, key, _ = strings.Cut(rest, ".") // CREATED.<stream>
+	}
+	if key == "" {
+		return
+	}
+	c.pmu.Lock()
+	c.pending[key] = true
+	c.pmu.Unlock()
+	c.wake()
+}
+
+func (c *Catalogue) wake() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run reads what changed, one change at a time: a change read later
+// always reads the newer state.
+func (c *Catalogue) run() {
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-c.status:
+			// Advisories sent while disconnected are lost: list again.
+			c.pmu.Lock()
+			c.full = true
+			c.pmu.Unlock()
+		case <-c.kick:
+		case <-retry:
+			retry = nil
+		}
+		if !c.apply() && retry == nil {
+			retry = time.After(catalogueRetry)
+		}
+	}
+}
+
+// apply reads what is pending; it reports false when a read failed (what
+// failed stays pending).
+func (c *Catalogue) apply() bool {
+	c.pmu.Lock()
+	full, pending := c.full, c.pending
+	c.full, c.pending = false, map[string]bool{}
+	c.pmu.Unlock()
+	ctx, cancel := c.b.withTimeout(context.Background())
+	defer cancel()
+	failed := map[string]bool{}
+	if full {
+		if err := c.listAll(ctx); err != nil {
+			c.b.log.Warn("stream catalogue: listing failed; lookups answer from the last listing", "err", err)
+			c.pmu.Lock()
+			c.full = true
+			addKeys(c.pending, pending)
+			c.pmu.Unlock()
+			return false
+		}
+	}
+	keys := make([]string, 0, len(pending))
+	for k := range pending {
+		keys = append(keys, k)
+	}
+	// A stream is read before its consumers.
+	slices.Sort(keys)
+	for _, k := range keys {
+		stream, consumer, isConsumer := strings.Cut(k, ".")
+		var err error
+		if isConsumer {
+			err = c.readConsumer(ctx, stream, consumer)
+		} else {
+			err = c.readStream(ctx, stream)
+		}
+		if err != nil {
+			c.b.log.Warn("stream catalogue: read failed", "stream", stream, "consumer", consumer, "err", err)
+			failed[k] = true
+		}
+	}
+	if len(failed) == 0 {
+		return true
+	}
+	c.pmu.Lock()
+	addKeys(c.pending, failed)
+	c.pmu.Unlock()
+	return false
+}
+
+// addKeys adds the keys of from to to.
+func addKeys(to, from map[string]bool) {
+	for k := range from {
+		to[k] = true
+	}
+}
+
+// listAll lists every stream and its consumers, and replaces the
+// catalogue with them.
+func (c *Catalogue) listAll(ctx context.Context) error {
+	ctx, cancel := c.b.withTimeout(ctx)
+	defer cancel()
+	all := map[string]*catStream{}
+	l := c.b.js.ListStreams(ctx)
+	for info := range l.Info() {
+		st := &catStream{subjects: slices.Clone(info.Config.Subjects)}
+		if err := c.listConsumers(ctx, info.Config.Name, st); err != nil {
+			return err
+		}
+		all[info.Config.Name] = st
+	}
+	if err := l.Err(); err != nil {
+		return fmt.Errorf("%w: list streams: %w", facade.ErrUnavailable, translate(err))
+	}
+	c.mu.Lock()
+	c.streams, c.loaded = all, true
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Catalogue) listConsumers(ctx context.Context, stream string, st *catStream) error {
+	st.consumers = map[string]catConsumer{}
+	s, err := c.b.js.Stream(ctx, stream)
+	if err != nil {
+		return fmt.Errorf("%w: stream %s: %w", facade.ErrUnavailable, stream, translate(err))
+	}
+	l := s.ListConsumers(ctx)
+	for ci := range l.Info() {
+		st.consumers[ci.Name] = consumerOf(ci.Config)
+	}
+	if err := l.Err(); err != nil {
+		return fmt.Errorf("%w: consumers of %s: %w", facade.ErrUnavailable, stream, translate(err))
+	}
+	return nil
+}
+
+// readStream reads one stream again, with its consumers; a stream that no
+// longer exists leaves the catalogue.
+func (c *Catalogue) readStream(ctx context.Context, name string) error {
+	s, err := c.b.js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		c.mu.Lock()
+		delete(c.streams, name)
+		c.mu.Unlock()
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%w: stream %s: %w", facade.ErrUnavailable, name, translate(err))
+	}
+	st := &catStream{subjects: slices.Clone(s.CachedInfo().Config.Subjects)}
+	if err := c.listConsumers(ctx, name, st); err != nil {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return c.readStream(ctx, name)
+		}
+		return err
+	}
+	c.mu.Lock()
+	c.streams[name] = st
+	c.mu.Unlock()
+	return nil
+}
+
+// readConsumer reads one consumer again; one that no longer exists leaves
+// the catalogue.
+func (c *Catalogue) readConsumer(ctx context.Context, stream, name string) error {
+	c.mu.RLock()
+	_, known := c.streams[stream]
+	c.mu.RUnlock()
+	if !known {
+		return c.readStream(ctx, stream)
+	}
+	cons, err := c.b.js.Consumer(ctx, stream, name)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		c.mu.Lock()
+		if st := c.streams[stream]; st != nil {
+			delete(st.consumers, name)
+		}
+		c.mu.Unlock()
+		return nil
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return c.readStream(ctx, stream)
+	case err != nil:
+		return fmt.Errorf("%w: consumer %s of %s: %w", facade.ErrUnavailable, name, stream, translate(err))
+	}
+	cc := consumerOf(cons.CachedInfo().Config)
+	c.mu.Lock()
+	if st := c.streams[stream]; st != nil {
+		st.consumers[name] = cc
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// TopicStreams lists, by name, the streams whose subjects overlap filter
+// (a NATS subject, wildcards allowed), with groups the groups on each: as
+// [Bus.TopicStreams], from memory. It fails only before the first listing.
+func (c *Catalogue) TopicStreams(_ context.Context, filter string, groups bool) ([]TopicStream, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if !c.loaded {
+		return nil, fmt.Errorf("%w: %w", facade.ErrUnavailable, errCatalogueNotLoaded)
+	}
+	var out []TopicStream
+	for name, st := range c.streams {
+		if !slices.ContainsFunc(st.subjects, func(s string) bool { return server.SubjectsCollide(s, filter) }) {
+			continue
+		}
+		ts := TopicStream{Name: name, Subjects: slices.Clone(st.subjects), Topic: ownTopic(st.subjects)}
+		if groups {
+			for cn, cc := range st.consumers {
+				if g, ok := catalogueGroup(ts.Topic, cn, cc); ok {
+					ts.Groups = append(ts.Groups, g)
+				}
+			}
+			slices.SortFunc(ts.Groups, func(a, b GroupConsumer) int { return strings.Compare(a.Consumer, b.Consumer) })
+		}
+		out = append(out, ts)
+	}
+	slices.SortFunc(out, func(a, b TopicStream) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
