@@ -68,6 +68,10 @@ type Bus struct {
 	deadLetters   chan struct{}
 	copying       context.Context
 	cancelCopying context.CancelFunc
+
+	// catalogue, while one is watched, learns of the streams and groups
+	// the bus makes as it makes them.
+	catalogue atomic.Pointer[Catalogue]
 }
 
 // maxDeadLettersInFlight bounds the dead-letter copies a Bus runs at once;

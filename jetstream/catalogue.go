@@ -133,6 +133,7 @@ func (b *Bus) WatchCatalogue(ctx context.Context) (*Catalogue, error) {
 	}
 	c.status = b.nc.StatusChanged(nats.CONNECTED)
 	c.wg.Go(c.run)
+	b.catalogue.Store(c)
 	return c, nil
 }
 
@@ -148,6 +149,7 @@ func (c *Catalogue) Close() {
 	default:
 	}
 	close(c.done)
+	c.b.catalogue.CompareAndSwap(c, nil)
 	c.unsubscribe()
 	c.b.nc.RemoveStatusListener(c.status)
 	c.wg.Wait()
@@ -171,13 +173,9 @@ func (c *Catalogue) advisory(m *nats.Msg) {
 		rest, _ = strings.CutPrefix(m.Subject, advisoryStream)
 		_, key, _ = strings.Cut(rest, ".") // CREATED.<stream>
 	}
-	if key == "" {
-		return
+	if key != "" {
+		c.mark(key)
 	}
-	c.pmu.Lock()
-	c.pending[key] = true
-	c.pmu.Unlock()
-	c.wake()
 }
 
 func (c *Catalogue) wake() {
@@ -360,6 +358,54 @@ func (c *Catalogue) readConsumer(ctx context.Context, stream, name string) error
 	}
 	c.mu.Unlock()
 	return nil
+}
+
+// noteStream records a stream the bus made or found, as JetStream
+// answered it: what the bus made is in the catalogue before the call that
+// made it returns, not only once its advisory has arrived. A stream new to
+// the catalogue is read again, with its consumers.
+func (c *Catalogue) noteStream(info *jetstream.StreamInfo) {
+	name := info.Config.Name
+	c.mu.Lock()
+	st := c.streams[name]
+	known := st != nil
+	if known {
+		st.subjects = slices.Clone(info.Config.Subjects)
+	} else {
+		c.streams[name] = &catStream{subjects: slices.Clone(info.Config.Subjects), consumers: map[string]catConsumer{}}
+	}
+	c.mu.Unlock()
+	if !known {
+		c.mark(name)
+	}
+}
+
+// noteConsumer records a group's consumer the bus made or found (see
+// noteStream).
+func (c *Catalogue) noteConsumer(stream string, info *jetstream.ConsumerInfo) {
+	c.mu.Lock()
+	st := c.streams[stream]
+	if st != nil {
+		st.consumers[info.Name] = consumerOf(info.Config)
+	}
+	c.mu.Unlock()
+	if st == nil {
+		c.mark(stream)
+	}
+}
+
+// forgetStream removes a stream the bus deleted.
+func (c *Catalogue) forgetStream(name string) {
+	c.mu.Lock()
+	delete(c.streams, name)
+	c.mu.Unlock()
+}
+
+func (c *Catalogue) mark(key string) {
+	c.pmu.Lock()
+	c.pending[key] = true
+	c.pmu.Unlock()
+	c.wake()
 }
 
 // TopicStreams lists, by name, the streams whose subjects overlap filter

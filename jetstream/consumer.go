@@ -21,11 +21,16 @@ import (
 
 // ensureGroup returns the group's consumer, creating it at the position that
 // o.From names when it does not exist.
-func (b *Bus) ensureGroup(ctx context.Context, ti *topicInfo, group string, o facade.SubscribeOptions) (jetstream.Consumer, error) {
+func (b *Bus) ensureGroup(ctx context.Context, ti *topicInfo, group string, o facade.SubscribeOptions) (cons jetstream.Consumer, err error) {
+	defer func() {
+		if c := b.catalogue.Load(); c != nil && err == nil {
+			c.noteConsumer(ti.name, cons.CachedInfo())
+		}
+	}()
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
 	name := consumerNameFor(group, ti.topic, ti.shared)
-	cons, err := ti.stream.Consumer(ctx, name)
+	cons, err = ti.stream.Consumer(ctx, name)
 	if err == nil {
 		// AckWait and MaxAckPending only grow: lowering AckWait would apply
 		// to events other members hold and redeliver them under their
