@@ -400,11 +400,36 @@ func (a *principalAccounts) sweep() {
 		if a.current[pa.key] == pa {
 			delete(a.current, pa.key)
 		}
-		// Claims without imports replace the account's imports.
-		a.srv.UpdateAccountClaims(pa.acc, jwt.NewAccountClaims(pa.acc.Name))
 		pa.key, pa.services, pa.streams, pa.topics = "", nil, nil, nil
+		if !a.strip(pa.acc) {
+			// Never handed out again: it may still hold its imports.
+			delete(a.byName, pa.acc.Name)
+			continue
+		}
 		a.idle = append(a.idle, pa)
 	}
+}
+
+// noImport is where, in the hub's account, the one import a freed account
+// keeps leads: nothing answers there.
+const noImport = apiPrefix + "NONE"
+
+// strip drops the imports of a freed account: claims replace them. Claims
+// also have the server give the account JetStream's own API (whose
+// answers, "JetStream not enabled for account", would race the hub's
+// through the imports of the account's next holder), unless an import
+// already covers $JS.API.INFO: the one import they hold, of a subject no
+// native client may publish to, leads nowhere.
+func (a *principalAccounts) strip(acc *server.Account) bool {
+	hub := a.srv.GlobalAccount()
+	if err := a.export(hub, "", []string{noImport}, nil); err != nil {
+		a.log.Error("native client account not freed", "account", acc.Name, "err", err)
+		return false
+	}
+	claims := jwt.NewAccountClaims(acc.Name)
+	claims.Imports.Add(&jwt.Import{Type: jwt.Service, Account: hub.Name, Subject: noImport, LocalSubject: jwt.RenamingSubject(jsAPI + "INFO")})
+	a.srv.UpdateAccountClaims(acc, claims)
+	return true
 }
 
 // guard closes the connections of every account that holds more than

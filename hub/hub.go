@@ -488,6 +488,17 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// NativeAccounts returns the number of NATS accounts the scoped native
+// clients of the embedded server hold (one per connected principal and
+// policy), and of freed ones kept for the next principals; zeros when the
+// hub does not authenticate native clients.
+func (h *Hub) NativeAccounts() (held, idle int) {
+	if h.nativeAuth == nil {
+		return 0, 0
+	}
+	return h.nativeAuth.Accounts()
+}
+
 // Run starts the hub, waits until ctx ends, then shuts it down within
 // Config.ShutdownTimeout.
 func Run(ctx context.Context, cfg Config) error {
