@@ -235,16 +235,11 @@ func (n *NATS) authorize(ctx context.Context, token string, ownAccount bool) (id
 		}
 		account = accountName(principal, pub, sub)
 		if slices.ContainsFunc(pub, leadingWildcard) || slices.ContainsFunc(sub, leadingWildcard) {
-			var all []Stream
-			if dir != nil {
-				var err error
-				if all, err = dir.TopicStreams(ctx, ">", true); err != nil {
-					n.log.Warn("native NATS client refused: streams could not be listed", "err", err, "subject", id.Subject)
-					return nil, nil, nil, "starting"
-				}
-				dir = listed{dir, all}
+			firsts, err := topicFirsts(ctx, dir)
+			if err != nil {
+				n.log.Warn("native NATS client refused: streams could not be listed", "err", err, "subject", id.Subject)
+				return nil, nil, nil, "starting"
 			}
-			firsts := firstTokens(all)
 			pub, sub = expandLeading(pub, firsts), expandLeading(sub, firsts)
 		}
 	}

@@ -215,40 +215,46 @@ func expandLeading(entries, firsts []string) []string {
 	return out
 }
 
-// firstTokens lists the first subject tokens of the hub's topics: of the
-// subjects of streams (every stream), those that are not wildcards and are
-// not system subjects (no topic begins with "$" or "_").
-func firstTokens(streams []Stream) []string {
+// firstTokens returns, sorted, the first subject tokens of the hub's
+// topics, of those of subjects (every stream's subjects, or their first
+// tokens): those that are not wildcards and are not system subjects (no
+// topic begins with "$" or "_").
+func firstTokens(subjects []string) []string {
 	var out []string
-	for _, st := range streams {
-		for _, subj := range st.Subjects {
-			t, _, _ := strings.Cut(subj, ".")
-			if t == "" || t == "*" || t == ">" || systemEntry(t) || slices.Contains(out, t) {
-				continue
-			}
-			out = append(out, t)
+	for _, subj := range subjects {
+		t, _, _ := strings.Cut(subj, ".")
+		if t == "" || t == "*" || t == ">" || systemEntry(t) || slices.Contains(out, t) {
+			continue
 		}
+		out = append(out, t)
 	}
 	slices.Sort(out)
 	return out
 }
 
-// listed is a Directory whose streams were listed once, every stream with
-// its groups: a policy whose rules begin with a wildcard reaches them all,
-// and its expanded rules look them up by subject from that one listing.
-type listed struct {
-	Directory
-	streams []Stream
+// firstTokener is a Directory that keeps the first tokens of its streams'
+// subjects at hand (the hub's catalogue in memory).
+type firstTokener interface {
+	FirstTokens(ctx context.Context) ([]string, error)
 }
 
-func (l listed) TopicStreams(_ context.Context, filter string, _ bool) ([]Stream, error) {
-	var out []Stream
-	for _, s := range l.streams {
-		if collides(s.Subjects, []string{filter}) {
-			out = append(out, s)
-		}
+// topicFirsts returns the first tokens of the hub's topics (see
+// firstTokens): from the directory when it keeps them, else from a listing
+// of every stream.
+func topicFirsts(ctx context.Context, dir Directory) ([]string, error) {
+	if dir == nil {
+		return nil, nil
 	}
-	return out, nil
+	if ft, ok := dir.(firstTokener); ok {
+		toks, err := ft.FirstTokens(ctx)
+		return firstTokens(toks), err
+	}
+	all, err := dir.TopicStreams(ctx, ">", false)
+	var subjects []string
+	for _, st := range all {
+		subjects = append(subjects, st.Subjects...)
+	}
+	return firstTokens(subjects), err
 }
 
 // accountName names the account of principal subject with a policy whose
@@ -273,8 +279,9 @@ func (a *principalAccounts) setServer(s *server.Server, log *slog.Logger) {
 	if a.srv != nil {
 		return
 	}
-	a.srv, a.log, a.stop = s, log, make(chan struct{})
-	a.wg.Go(a.watch)
+	stop := make(chan struct{})
+	a.srv, a.log, a.stop = s, log, stop
+	a.wg.Go(func() { a.watch(stop) })
 }
 
 // close stops freeing and guarding accounts.
@@ -289,10 +296,7 @@ func (a *principalAccounts) close() {
 	}
 }
 
-func (a *principalAccounts) watch() {
-	a.mu.Lock()
-	stop := a.stop
-	a.mu.Unlock()
+func (a *principalAccounts) watch(stop <-chan struct{}) {
 	guard, sweep := time.NewTicker(guardEvery), time.NewTicker(sweepEvery)
 	defer guard.Stop()
 	defer sweep.Stop()

@@ -105,22 +105,23 @@ func (s *StreamNames) handle(m *nats.Msg) {
 }
 
 // names returns, sorted, the streams holding topics of the account named
-// name whose subjects match filter ("" for any).
+// name whose subjects match filter ("" for any): looked up topic by topic
+// in the directory (see Directory), not by a listing of every stream.
 func (s *StreamNames) names(ctx context.Context, name, filter string) ([]string, error) {
-	topics := s.n.accounts.topicsOf(name)
 	d := s.n.dir.Load()
 	if d == nil {
 		return nil, nil
 	}
-	// From the directory's memory (see Directory): no listing per lookup.
-	all, err := d.TopicStreams(ctx, ">", false)
-	if err != nil {
-		return nil, err
-	}
 	var out []string
-	for _, st := range all {
-		if collides(st.Subjects, topics) && (filter == "" || collides(st.Subjects, []string{filter})) {
-			out = append(out, st.Name)
+	for _, t := range s.n.accounts.topicsOf(name) {
+		found, err := d.TopicStreams(ctx, t, false)
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range found {
+			if (filter == "" || collides(st.Subjects, []string{filter})) && !slices.Contains(out, st.Name) {
+				out = append(out, st.Name)
+			}
 		}
 	}
 	slices.Sort(out)

@@ -218,11 +218,11 @@ type Hub struct {
 	drainer    *outbox.Drainer
 	outbox     *outbox.Store
 	callout    *auth.Callout
-	streamAPI  *auth.StreamNames // scoped native clients' stream lookups
+	streamAPI  *auth.StreamNames    // scoped native clients' stream lookups
 	catalogue  *jetstream.Catalogue // streams and groups, for native clients' grants
 	nativeAuth *auth.NATS           // nil: native clients not authenticated by the hub
-	limiter    *limits.Limiter   // nil: nothing limited
-	bg         sync.WaitGroup    // background components
+	limiter    *limits.Limiter      // nil: nothing limited
+	bg         sync.WaitGroup       // background components
 	cancel     context.CancelFunc
 }
 

@@ -32,6 +32,12 @@ func (d busDirectory) TopicStreams(ctx context.Context, filter string, groups bo
 	return out, nil
 }
 
+// FirstTokens returns the first tokens of the streams' subjects, from the
+// catalogue's memory.
+func (d busDirectory) FirstTokens(ctx context.Context) ([]string, error) {
+	return d.catalogue.FirstTokens(ctx)
+}
+
 func (d busDirectory) StreamNameFor(topic string) (string, bool) { return d.bus.StreamNameFor(topic) }
 
 func (d busDirectory) ConsumerName(group, topic string, shared bool) string {

@@ -8,9 +8,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats-server/v2/server/gsl"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -49,9 +51,10 @@ type Catalogue struct {
 	done   chan struct{}
 	wg     sync.WaitGroup
 
-	mu      sync.RWMutex
+	mu      sync.Mutex
 	streams map[string]*catStream
-	loaded  bool
+	// snap is what lookups read: made again after each change.
+	snap atomic.Pointer[catalogueSnapshot]
 
 	pmu     sync.Mutex
 	full    bool            // list every stream again
@@ -64,12 +67,88 @@ type catStream struct {
 	consumers map[string]catConsumer
 }
 
+// catalogueSnapshot is the catalogue at one moment, indexed so that a
+// lookup by a literal subject costs no walk over the streams.
+type catalogueSnapshot struct {
+	streams []TopicStream // by name, with their groups
+	// literal holds the streams of each literal subject; wild the
+	// wildcard subjects (a topic's keyed subjects, families), with their
+	// streams.
+	literal map[string][]int
+	wild    *gsl.GenericSublist[int]
+	firsts  []string // first tokens of the subjects, sorted
+}
+
+func newSnapshot(streams map[string]*catStream) *catalogueSnapshot {
+	sn := &catalogueSnapshot{literal: map[string][]int{}, wild: gsl.NewSublist[int]()}
+	for name, st := range streams {
+		ts := TopicStream{Name: name, Subjects: slices.Clone(st.subjects), Topic: ownTopic(st.subjects)}
+		for cn, cc := range st.consumers {
+			if g, ok := catalogueGroup(ts.Topic, cn, cc); ok {
+				ts.Groups = append(ts.Groups, g)
+			}
+		}
+		slices.SortFunc(ts.Groups, func(a, b GroupConsumer) int { return strings.Compare(a.Consumer, b.Consumer) })
+		sn.streams = append(sn.streams, ts)
+	}
+	slices.SortFunc(sn.streams, func(a, b TopicStream) int { return strings.Compare(a.Name, b.Name) })
+	for i, ts := range sn.streams {
+		for _, subj := range ts.Subjects {
+			if !server.IsValidLiteralSubject(subj) {
+				_ = sn.wild.Insert(subj, i)
+			} else {
+				sn.literal[subj] = append(sn.literal[subj], i)
+			}
+			if t, _, _ := strings.Cut(subj, "."); !slices.Contains(sn.firsts, t) {
+				sn.firsts = append(sn.firsts, t)
+			}
+		}
+	}
+	slices.Sort(sn.firsts)
+	return sn
+}
+
+// lookup returns the streams whose subjects overlap filter: for a literal
+// filter from the indexes, for a wildcard one by a walk.
+func (sn *catalogueSnapshot) lookup(filter string, groups bool) []TopicStream {
+	var idx []int
+	if !server.IsValidLiteralSubject(filter) {
+		for i, ts := range sn.streams {
+			if slices.ContainsFunc(ts.Subjects, func(s string) bool { return server.SubjectsCollide(s, filter) }) {
+				idx = append(idx, i)
+			}
+		}
+	} else {
+		idx = slices.Clone(sn.literal[filter])
+		sn.wild.Match(filter, func(i int) { idx = append(idx, i) })
+		slices.Sort(idx)
+		idx = slices.Compact(idx)
+	}
+	out := make([]TopicStream, 0, len(idx))
+	for _, i := range idx {
+		ts := sn.streams[i]
+		ts.Subjects = slices.Clone(ts.Subjects)
+		if groups {
+			ts.Groups = slices.Clone(ts.Groups)
+		} else {
+			ts.Groups = nil
+		}
+		out = append(out, ts)
+	}
+	return out
+}
+
 // catConsumer is what TopicStream.Groups needs of a consumer.
 type catConsumer struct {
 	pull  bool // a pull consumer with acks
 	group string
 	topic string
 }
+
+// grouping reports whether the consumer can hold a group (see
+// catalogueGroup): the catalogue keeps no others, such as the ordered
+// consumers of live sessions and replays.
+func (c catConsumer) grouping() bool { return c.pull || (c.group != "" && c.topic != "") }
 
 func consumerOf(cfg jetstream.ConsumerConfig) catConsumer {
 	return catConsumer{
@@ -281,10 +360,14 @@ func (c *Catalogue) listAll(ctx context.Context) error {
 		return fmt.Errorf("%w: list streams: %w", facade.ErrUnavailable, translate(err))
 	}
 	c.mu.Lock()
-	c.streams, c.loaded = all, true
+	c.streams = all
+	c.publish()
 	c.mu.Unlock()
 	return nil
 }
+
+// publish makes the snapshot lookups read from the streams; c.mu held.
+func (c *Catalogue) publish() { c.snap.Store(newSnapshot(c.streams)) }
 
 func (c *Catalogue) listConsumers(ctx context.Context, stream string, st *catStream) error {
 	st.consumers = map[string]catConsumer{}
@@ -294,7 +377,9 @@ func (c *Catalogue) listConsumers(ctx context.Context, stream string, st *catStr
 	}
 	l := s.ListConsumers(ctx)
 	for ci := range l.Info() {
-		st.consumers[ci.Name] = consumerOf(ci.Config)
+		if cc := consumerOf(ci.Config); cc.grouping() {
+			st.consumers[ci.Name] = cc
+		}
 	}
 	if err := l.Err(); err != nil {
 		return fmt.Errorf("%w: consumers of %s: %w", facade.ErrUnavailable, stream, translate(err))
@@ -308,7 +393,10 @@ func (c *Catalogue) readStream(ctx context.Context, name string) error {
 	s, err := c.b.js.Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		c.mu.Lock()
-		delete(c.streams, name)
+		if _, ok := c.streams[name]; ok {
+			delete(c.streams, name)
+			c.publish()
+		}
 		c.mu.Unlock()
 		return nil
 	}
@@ -324,6 +412,7 @@ func (c *Catalogue) readStream(ctx context.Context, name string) error {
 	}
 	c.mu.Lock()
 	c.streams[name] = st
+	c.publish()
 	c.mu.Unlock()
 	return nil
 }
@@ -331,33 +420,46 @@ func (c *Catalogue) readStream(ctx context.Context, name string) error {
 // readConsumer reads one consumer again; one that no longer exists leaves
 // the catalogue.
 func (c *Catalogue) readConsumer(ctx context.Context, stream, name string) error {
-	c.mu.RLock()
+	c.mu.Lock()
 	_, known := c.streams[stream]
-	c.mu.RUnlock()
+	c.mu.Unlock()
 	if !known {
 		return c.readStream(ctx, stream)
 	}
 	cons, err := c.b.js.Consumer(ctx, stream, name)
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
-		c.mu.Lock()
-		if st := c.streams[stream]; st != nil {
-			delete(st.consumers, name)
-		}
-		c.mu.Unlock()
+		c.setConsumer(stream, name, catConsumer{})
 		return nil
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		return c.readStream(ctx, stream)
 	case err != nil:
 		return fmt.Errorf("%w: consumer %s of %s: %w", facade.ErrUnavailable, name, stream, translate(err))
 	}
-	cc := consumerOf(cons.CachedInfo().Config)
-	c.mu.Lock()
-	if st := c.streams[stream]; st != nil {
-		st.consumers[name] = cc
-	}
-	c.mu.Unlock()
+	c.setConsumer(stream, name, consumerOf(cons.CachedInfo().Config))
 	return nil
+}
+
+// setConsumer records consumer name of stream, or forgets it when it holds
+// no group; it reports whether the stream is known.
+func (c *Catalogue) setConsumer(stream, name string, cc catConsumer) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.streams[stream]
+	if st == nil {
+		return false
+	}
+	old, had := st.consumers[name]
+	switch {
+	case cc.grouping() && (!had || old != cc):
+		st.consumers[name] = cc
+	case !cc.grouping() && had:
+		delete(st.consumers, name)
+	default:
+		return true // nothing changed
+	}
+	c.publish()
+	return true
 }
 
 // noteStream records a stream the bus made or found, as JetStream
@@ -369,10 +471,13 @@ func (c *Catalogue) noteStream(info *jetstream.StreamInfo) {
 	c.mu.Lock()
 	st := c.streams[name]
 	known := st != nil
-	if known {
-		st.subjects = slices.Clone(info.Config.Subjects)
-	} else {
+	switch {
+	case !known:
 		c.streams[name] = &catStream{subjects: slices.Clone(info.Config.Subjects), consumers: map[string]catConsumer{}}
+		c.publish()
+	case !slices.Equal(st.subjects, info.Config.Subjects):
+		st.subjects = slices.Clone(info.Config.Subjects)
+		c.publish()
 	}
 	c.mu.Unlock()
 	if !known {
@@ -383,13 +488,7 @@ func (c *Catalogue) noteStream(info *jetstream.StreamInfo) {
 // noteConsumer records a group's consumer the bus made or found (see
 // noteStream).
 func (c *Catalogue) noteConsumer(stream string, info *jetstream.ConsumerInfo) {
-	c.mu.Lock()
-	st := c.streams[stream]
-	if st != nil {
-		st.consumers[info.Name] = consumerOf(info.Config)
-	}
-	c.mu.Unlock()
-	if st == nil {
+	if !c.setConsumer(stream, info.Name, consumerOf(info.Config)) {
 		c.mark(stream)
 	}
 }
@@ -398,6 +497,7 @@ func (c *Catalogue) noteConsumer(stream string, info *jetstream.ConsumerInfo) {
 func (c *Catalogue) forgetStream(name string) {
 	c.mu.Lock()
 	delete(c.streams, name)
+	c.publish()
 	c.mu.Unlock()
 }
 
@@ -410,29 +510,22 @@ func (c *Catalogue) mark(key string) {
 
 // TopicStreams lists, by name, the streams whose subjects overlap filter
 // (a NATS subject, wildcards allowed), with groups the groups on each: as
-// [Bus.TopicStreams], from memory. It fails only before the first listing.
+// [Bus.TopicStreams], from memory. A literal filter is looked up in an
+// index; a wildcard one walks the streams. It fails only before the first
+// listing.
 func (c *Catalogue) TopicStreams(_ context.Context, filter string, groups bool) ([]TopicStream, error) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if !c.loaded {
+	sn := c.snap.Load()
+	if sn == nil {
 		return nil, fmt.Errorf("%w: %w", facade.ErrUnavailable, errCatalogueNotLoaded)
 	}
-	var out []TopicStream
-	for name, st := range c.streams {
-		if !slices.ContainsFunc(st.subjects, func(s string) bool { return server.SubjectsCollide(s, filter) }) {
-			continue
-		}
-		ts := TopicStream{Name: name, Subjects: slices.Clone(st.subjects), Topic: ownTopic(st.subjects)}
-		if groups {
-			for cn, cc := range st.consumers {
-				if g, ok := catalogueGroup(ts.Topic, cn, cc); ok {
-					ts.Groups = append(ts.Groups, g)
-				}
-			}
-			slices.SortFunc(ts.Groups, func(a, b GroupConsumer) int { return strings.Compare(a.Consumer, b.Consumer) })
-		}
-		out = append(out, ts)
+	return sn.lookup(filter, groups), nil
+}
+
+// FirstTokens returns, sorted, the first tokens of the streams' subjects.
+func (c *Catalogue) FirstTokens(context.Context) ([]string, error) {
+	sn := c.snap.Load()
+	if sn == nil {
+		return nil, fmt.Errorf("%w: %w", facade.ErrUnavailable, errCatalogueNotLoaded)
 	}
-	slices.SortFunc(out, func(a, b TopicStream) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	return slices.Clone(sn.firsts), nil
 }
