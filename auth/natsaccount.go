@@ -544,8 +544,9 @@ func without(want, held []string) []string {
 // until its answer is sent: one for a singleton answer, and for a pull
 // (answered with many messages, the only streamed answer granted) until
 // the server's response threshold (2 minutes) passes or the client stops
-// listening. Direct gets are singletons: a batched direct get returns its
-// first message only. The exports are
+// listening (guard bounds how many one account holds). Direct gets are
+// singletons: a batched direct get returns its first message only. The
+// exports are
 // public, but only this server's principal accounts import anything: no
 // other account exists on the embedded server.
 func (a *principalAccounts) export(hub *server.Account, name string, services, streams []string) error {
