@@ -3,14 +3,18 @@ package jetstream_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/natstest"
 	"github.com/eventhub/eventhub/internal/testutil"
 	"github.com/eventhub/eventhub/jetstream"
 )
@@ -116,4 +120,52 @@ func sortedByName(ss []jetstream.TopicStream) []jetstream.TopicStream {
 	out := slices.Clone(ss)
 	slices.SortFunc(out, func(a, b jetstream.TopicStream) int { return strings.Compare(a.Name, b.Name) })
 	return out
+}
+
+// TestCatalogueListsAgainAfterReconnect: what changed while the bus was
+// disconnected sent it no advisory; the catalogue lists every stream again
+// once it is back.
+func TestCatalogueListsAgainAfterReconnect(t *testing.T) {
+	p := natstest.StartProcess(t)
+	b, err := jetstream.Open(t.Context(), jetstream.OpenConfig{
+		URL:         p.URL(),
+		NATSOptions: []nats.Option{nats.ReconnectWait(100 * time.Millisecond), nats.MaxReconnects(-1)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	c, err := b.WatchCatalogue(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	pub(t, b, "gone.t", `1`, "")
+	pub(t, b, "kept.t", `1`, "")
+	gone, err := b.TopicStreams(t.Context(), "gone.t", false)
+	if err != nil || len(gone) != 1 {
+		t.Fatalf("%v %v", gone, err)
+	}
+	if _, ok := catalogued(c, "gone.t", gone[0].Name); !ok {
+		t.Fatal("the catalogue does not show the stream the bus made")
+	}
+	// Stopped, the stream's files removed, started again: no advisory says
+	// the stream is gone.
+	p.Stop()
+	if err := os.RemoveAll(filepath.Join(p.Dir, "jetstream", "$G", "streams", gone[0].Name)); err != nil {
+		t.Fatal(err)
+	}
+	p.Start()
+	testutil.CheckFor(t, 15*time.Second, func() error {
+		if _, ok := catalogued(c, ">", gone[0].Name); ok {
+			return fmt.Errorf("the catalogue still shows %s", gone[0].Name)
+		}
+		if _, err := c.TopicStreams(t.Context(), "kept.t", false); err != nil {
+			return err
+		}
+		return nil
+	})
+	if kept, err := c.TopicStreams(t.Context(), "kept.t", false); err != nil || len(kept) != 1 {
+		t.Fatalf("the stream that stayed: %v %v", kept, err)
+	}
 }
