@@ -93,10 +93,10 @@ const (
 	sweepEvery = time.Second
 	// guardEvery is how often the response mappings of accounts are
 	// counted.
-	guardEvery = 100 * time.Millisecond
+	guardEvery = 50 * time.Millisecond
 	// maxPendingResponses bounds the response mappings one account holds
-	// in the hub's account (about 0.5-0.8 KB each): about 32 MB.
-	maxPendingResponses = 32 * 1024
+	// in the hub's account (about 0.5-0.8 KB each): about 8-13 MB.
+	maxPendingResponses = 16 * 1024
 )
 
 // errNoServer: the embedded server is not running yet.

@@ -3,6 +3,7 @@ package hub_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -143,6 +144,19 @@ func heapInUse() uint64 {
 	return m.HeapInuse
 }
 
+// rss is the process's resident memory (0 where /proc is missing).
+func rss() uint64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	var size, resident uint64
+	if _, err := fmt.Sscan(string(b), &size, &resident); err != nil {
+		return 0
+	}
+	return resident * uint64(os.Getpagesize())
+}
+
 // TestNativePullFloodIsBounded: a client sending pull requests in a tight
 // loop (batch 1, 60 s expiry) has the hub keep a response mapping for
 // each: the hub closes its connections once its account holds too many,
@@ -164,10 +178,10 @@ func TestNativePullFloodIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	hubAcc := h.Bus.Server().GlobalAccount()
-	base := heapInUse()
+	base, baseRSS := heapInUse(), rss()
 	req := []byte(`{"batch":1,"expires":60000000000}`)
 	var sent, maxPending int
-	var maxGrowth uint64
+	var maxGrowth, maxRSS uint64
 	start, sample := time.Now(), time.Now()
 	for time.Since(start) < 10*time.Second && (disconnects.Load() < 2 || time.Since(start) < 3*time.Second) {
 		// Fails while the connection is being closed or reconnected.
@@ -180,10 +194,12 @@ func TestNativePullFloodIsBounded(t *testing.T) {
 			if heap := heapInUse(); heap > base {
 				maxGrowth = max(maxGrowth, heap-base)
 			}
+			maxRSS = max(maxRSS, rss())
 		}
 	}
-	t.Logf("%d pulls in %v: %d disconnects, at most %d pending responses, heap at most %.1f MB above the start",
-		sent, time.Since(start).Round(time.Millisecond), disconnects.Load(), maxPending, float64(maxGrowth)/(1<<20))
+	t.Logf("%d pulls in %v: %d disconnects, at most %d pending responses, heap at most %.1f MB above the start (resident: %.1f MB)",
+		sent, time.Since(start).Round(time.Millisecond), disconnects.Load(), maxPending, float64(maxGrowth)/(1<<20),
+		(float64(maxRSS)-float64(baseRSS))/(1<<20))
 	if disconnects.Load() == 0 {
 		t.Errorf("the flooding client was never disconnected (%d pending responses)", hubAcc.NumPendingAllResponses())
 	}
