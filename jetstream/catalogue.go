@@ -39,9 +39,11 @@ var errCatalogueNotLoaded = errors.New("the stream catalogue is not loaded yet")
 // after each reconnect, and in between follows JetStream's advisories of
 // streams created, updated and deleted and of consumers created and
 // deleted, asking JetStream only about the stream or consumer that
-// changed. A change is seen once its advisory has arrived and the stream
-// or consumer has been read: moments after JetStream answered the call
-// that made it. Close stops it.
+// changed. The streams and groups the bus makes are in it when the call
+// that made them returns; a change made outside the bus (the nats CLI) is
+// seen once its advisory has arrived and the stream or consumer has been
+// read, moments after JetStream answered the call that made it. Close
+// stops it.
 type Catalogue struct {
 	b    *Bus
 	subs []*nats.Subscription
