@@ -26,9 +26,17 @@ const (
 	advisoryConsumer = "$JS.EVENT.ADVISORY.CONSUMER."
 )
 
-// catalogueRetry is how long the catalogue waits before listing again
-// after a listing failed.
-const catalogueRetry = time.Second
+// catalogueRetry is how long the catalogue waits before reading again
+// after a read failed; it reads a stream or consumer announced as created
+// but not found yet (JetStream can announce one before it answers for it)
+// up to catalogueTries times.
+const (
+	catalogueRetry = 250 * time.Millisecond
+	catalogueTries = 40
+)
+
+// errNotYet: a stream or consumer announced as created is not found yet.
+var errNotYet = errors.New("announced but not found yet")
 
 // errCatalogueNotLoaded: the streams were never listed.
 var errCatalogueNotLoaded = errors.New("the stream catalogue is not loaded yet")
@@ -60,7 +68,11 @@ type Catalogue struct {
 
 	pmu     sync.Mutex
 	full    bool            // list every stream again
-	pending map[string]bool // "stream" or "stream.consumer" to read again
+	// pending holds the streams ("stream") and consumers
+	// ("stream.consumer") to read again, true for those announced as
+	// created or updated.
+	pending map[string]bool
+	tries   map[string]int // reads of those announced but not found yet
 }
 
 // catStream is a stream as the catalogue keeps it.
@@ -190,7 +202,7 @@ func ownTopic(subjects []string) string {
 func (b *Bus) WatchCatalogue(ctx context.Context) (*Catalogue, error) {
 	c := &Catalogue{
 		b: b, kick: make(chan struct{}, 1), done: make(chan struct{}),
-		streams: map[string]*catStream{}, pending: map[string]bool{},
+		streams: map[string]*catStream{}, pending: map[string]bool{}, tries: map[string]int{},
 	}
 	for _, subj := range []string{
 		advisoryStream + "CREATED.*", advisoryStream + "UPDATED.*", advisoryStream + "DELETED.*",
@@ -246,16 +258,13 @@ func (c *Catalogue) unsubscribe() {
 // again: advisories arriving faster than they are read collapse into one
 // read each.
 func (c *Catalogue) advisory(m *nats.Msg) {
-	var key string
-	switch rest, ok := strings.CutPrefix(m.Subject, advisoryConsumer); {
-	case ok:
-		_, key, _ = strings.Cut(rest, ".") // CREATED.<stream>.<consumer>
-	default:
+	rest, ok := strings.CutPrefix(m.Subject, advisoryConsumer)
+	if !ok {
 		rest, _ = strings.CutPrefix(m.Subject, advisoryStream)
-		_, key, _ = strings.Cut(rest, ".") // CREATED.<stream>
 	}
-	if key != "" {
-		c.mark(key)
+	// CREATED.<stream>[.<consumer>]
+	if action, key, _ := strings.Cut(rest, "."); key != "" {
+		c.mark(key, action != "DELETED")
 	}
 }
 
@@ -304,7 +313,7 @@ func (c *Catalogue) apply() bool {
 			c.b.log.Warn("stream catalogue: listing failed; lookups answer from the last listing", "err", err)
 			c.pmu.Lock()
 			c.full = true
-			addKeys(c.pending, pending)
+			keepOlder(c.pending, pending)
 			c.pmu.Unlock()
 			return false
 		}
@@ -317,30 +326,40 @@ func (c *Catalogue) apply() bool {
 	slices.Sort(keys)
 	for _, k := range keys {
 		stream, consumer, isConsumer := strings.Cut(k, ".")
+		exists := pending[k] && c.tries[k] < catalogueTries
 		var err error
 		if isConsumer {
-			err = c.readConsumer(ctx, stream, consumer)
+			err = c.readConsumer(ctx, stream, consumer, exists)
 		} else {
-			err = c.readStream(ctx, stream)
+			err = c.readStream(ctx, stream, exists)
 		}
-		if err != nil {
-			c.b.log.Warn("stream catalogue: read failed", "stream", stream, "consumer", consumer, "err", err)
+		switch {
+		case errors.Is(err, errNotYet):
+			c.tries[k]++
 			failed[k] = true
+		case err != nil:
+			c.b.log.Warn("stream catalogue: read failed", "stream", stream, "consumer", consumer, "err", err)
+			failed[k] = pending[k]
+		default:
+			delete(c.tries, k)
 		}
 	}
 	if len(failed) == 0 {
 		return true
 	}
 	c.pmu.Lock()
-	addKeys(c.pending, failed)
+	keepOlder(c.pending, failed)
 	c.pmu.Unlock()
 	return false
 }
 
-// addKeys adds the keys of from to to.
-func addKeys(to, from map[string]bool) {
-	for k := range from {
-		to[k] = true
+// keepOlder puts back into pending what was taken from it and is to be
+// read again, unless it was marked again since.
+func keepOlder(pending, taken map[string]bool) {
+	for k, v := range taken {
+		if _, marked := pending[k]; !marked {
+			pending[k] = v
+		}
 	}
 }
 
@@ -390,9 +409,13 @@ func (c *Catalogue) listConsumers(ctx context.Context, stream string, st *catStr
 }
 
 // readStream reads one stream again, with its consumers; a stream that no
-// longer exists leaves the catalogue.
-func (c *Catalogue) readStream(ctx context.Context, name string) error {
+// longer exists leaves the catalogue, unless exists says it was announced
+// (errNotYet).
+func (c *Catalogue) readStream(ctx context.Context, name string, exists bool) error {
 	s, err := c.b.js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) && exists {
+		return errNotYet
+	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		c.mu.Lock()
 		if _, ok := c.streams[name]; ok {
@@ -408,7 +431,7 @@ func (c *Catalogue) readStream(ctx context.Context, name string) error {
 	st := &catStream{subjects: slices.Clone(s.CachedInfo().Config.Subjects)}
 	if err := c.listConsumers(ctx, name, st); err != nil {
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return c.readStream(ctx, name)
+			return c.readStream(ctx, name, exists)
 		}
 		return err
 	}
@@ -420,21 +443,23 @@ func (c *Catalogue) readStream(ctx context.Context, name string) error {
 }
 
 // readConsumer reads one consumer again; one that no longer exists leaves
-// the catalogue.
-func (c *Catalogue) readConsumer(ctx context.Context, stream, name string) error {
+// the catalogue, unless exists says it was announced (errNotYet).
+func (c *Catalogue) readConsumer(ctx context.Context, stream, name string, exists bool) error {
 	c.mu.Lock()
 	_, known := c.streams[stream]
 	c.mu.Unlock()
 	if !known {
-		return c.readStream(ctx, stream)
+		return c.readStream(ctx, stream, exists)
 	}
 	cons, err := c.b.js.Consumer(ctx, stream, name)
 	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound) && exists:
+		return errNotYet
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
 		c.setConsumer(stream, name, catConsumer{})
 		return nil
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		return c.readStream(ctx, stream)
+		return c.readStream(ctx, stream, exists)
 	case err != nil:
 		return fmt.Errorf("%w: consumer %s of %s: %w", facade.ErrUnavailable, name, stream, translate(err))
 	}
@@ -483,7 +508,7 @@ func (c *Catalogue) noteStream(info *jetstream.StreamInfo) {
 	}
 	c.mu.Unlock()
 	if !known {
-		c.mark(name)
+		c.mark(name, true)
 	}
 }
 
@@ -491,7 +516,7 @@ func (c *Catalogue) noteStream(info *jetstream.StreamInfo) {
 // noteStream).
 func (c *Catalogue) noteConsumer(stream string, info *jetstream.ConsumerInfo) {
 	if !c.setConsumer(stream, info.Name, consumerOf(info.Config)) {
-		c.mark(stream)
+		c.mark(stream, true)
 	}
 }
 
@@ -503,9 +528,10 @@ func (c *Catalogue) forgetStream(name string) {
 	c.mu.Unlock()
 }
 
-func (c *Catalogue) mark(key string) {
+// mark has key read again; exists: it was announced as created or updated.
+func (c *Catalogue) mark(key string, exists bool) {
 	c.pmu.Lock()
-	c.pending[key] = true
+	c.pending[key] = exists
 	c.pmu.Unlock()
 	c.wake()
 }
