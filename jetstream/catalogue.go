@@ -66,8 +66,8 @@ type Catalogue struct {
 	// snap is what lookups read: made again after each change.
 	snap atomic.Pointer[catalogueSnapshot]
 
-	pmu     sync.Mutex
-	full    bool            // list every stream again
+	pmu  sync.Mutex
+	full bool // list every stream again
 	// pending holds the streams ("stream") and consumers
 	// ("stream.consumer") to read again, true for those announced as
 	// created or updated.
