@@ -160,7 +160,9 @@ func rss() uint64 {
 // TestNativePullFloodIsBounded: a client sending pull requests in a tight
 // loop (batch 1, 60 s expiry) has the hub keep a response mapping for
 // each: the hub closes its connections once its account holds too many,
-// which frees them at once, so the hub's memory stays bounded.
+// which frees them at once, so the hub's memory stays bounded (the race
+// detector may slow the server down so much that the bound is never
+// reached).
 func TestNativePullFloodIsBounded(t *testing.T) {
 	const bound = 64 << 20
 	h := jwtHub(t)
@@ -200,8 +202,10 @@ func TestNativePullFloodIsBounded(t *testing.T) {
 	t.Logf("%d pulls in %v: %d disconnects, at most %d pending responses, heap at most %.1f MB above the start (resident: %.1f MB)",
 		sent, time.Since(start).Round(time.Millisecond), disconnects.Load(), maxPending, float64(maxGrowth)/(1<<20),
 		(float64(maxRSS)-float64(baseRSS))/(1<<20))
-	if disconnects.Load() == 0 {
-		t.Errorf("the flooding client was never disconnected (%d pending responses)", hubAcc.NumPendingAllResponses())
+	// An account may hold 16,384 (auth's maxPendingResponses), counted
+	// every 50 ms: more may arrive meanwhile, not as many again.
+	if maxPending > 2*16384 {
+		t.Errorf("the hub held %d responses for one account (%d disconnects)", maxPending, disconnects.Load())
 	}
 	if maxGrowth > bound {
 		t.Errorf("the hub's heap grew %.1f MB, bound %d MB", float64(maxGrowth)/(1<<20), bound>>20)
