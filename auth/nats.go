@@ -111,7 +111,24 @@ func (n *NATS) SetDirectory(d Directory) { n.dir.Store(&directory{d}) }
 // SetServer tells the authentication which embedded server it guards, where
 // it makes the accounts of scoped clients; until it is set they are
 // refused ("starting"). Safe for concurrent use.
-func (n *NATS) SetServer(s *server.Server) { n.accounts.setServer(s) }
+//
+// It starts freeing the accounts of principals whose connections have all
+// left, and closing the connections of an account that floods the hub with
+// requests, until Close.
+func (n *NATS) SetServer(s *server.Server) { n.accounts.setServer(s, n.log) }
+
+// Close stops what SetServer started. A nil NATS, or closing twice, is not
+// an error.
+func (n *NATS) Close() {
+	if n != nil {
+		n.accounts.close()
+	}
+}
+
+// Accounts returns the number of accounts the principals of scoped native
+// clients hold, and of freed ones kept for the next principals (see
+// principalAccounts).
+func (n *NATS) Accounts() (held, idle int) { return n.accounts.inUse() }
 
 // HubToken is the secret the hub's own connection authenticates with.
 func (n *NATS) HubToken() string { return n.hubToken }
@@ -144,7 +161,7 @@ func (n *NATS) Check(c server.ClientAuthentication) bool {
 	}
 	user := &server.User{Username: id.Subject, Permissions: perms, ConnectionDeadline: id.Expires}
 	if plan != nil {
-		acc, err := n.accounts.account(*plan)
+		acc, release, err := n.accounts.account(*plan)
 		if errors.Is(err, errNoServer) {
 			n.refuse(c, "starting")
 			return false
@@ -154,6 +171,8 @@ func (n *NATS) Check(c server.ClientAuthentication) bool {
 			n.refuse(c, "internal")
 			return false
 		}
+		// The account is not freed before the connection has joined it.
+		defer release()
 		user.Account = acc
 	}
 	c.RegisterUser(user)
@@ -207,7 +226,10 @@ func (n *NATS) authorize(ctx context.Context, token string, ownAccount bool) (id
 	if d := n.dir.Load(); d != nil {
 		var err error
 		if in.Catalogue, err = catalogue(ctx, d.Directory, ownAccount, pub, sub); err != nil {
-			n.log.Warn("native NATS client gets no JetStream API nor wildcard topics: streams could not be listed", "err", err, "subject", id.Subject)
+			// Refused rather than connected without the grants its policy
+			// gives.
+			n.log.Warn("native NATS client refused: streams could not be listed", "err", err, "subject", id.Subject)
+			return nil, nil, nil, "starting"
 		}
 	}
 	g, err := natsgrant.Compile(in)

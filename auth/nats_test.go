@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -39,20 +40,22 @@ func TestPrincipalAccountGenerations(t *testing.T) {
 	go srv.Start()
 	defer srv.Shutdown()
 	var a principalAccounts
-	a.setServer(srv)
-	first, err := a.account(importPlan{account: "K", services: []string{"a.b"}, streams: []string{"a.b"}})
+	a.setServer(srv, slog.New(slog.DiscardHandler))
+	defer a.close()
+	// Each stays pinned (as while a connection joins it): none is freed.
+	first, _, err := a.account(importPlan{account: "K", services: []string{"a.b"}, streams: []string{"a.b"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	grown, err := a.account(importPlan{account: "K", services: []string{"a.b", "c.d"}, streams: []string{"a.b"}})
+	grown, _, err := a.account(importPlan{account: "K", services: []string{"a.b", "c.d"}, streams: []string{"a.b"}})
 	if err != nil || grown != first {
 		t.Fatalf("a new import gave another account (%v)", err)
 	}
-	next, err := a.account(importPlan{account: "K", services: []string{"a.*"}})
+	next, _, err := a.account(importPlan{account: "K", services: []string{"a.*"}})
 	if err != nil || next == first {
 		t.Fatalf("an overlapping import was added to the account (%v)", err)
 	}
-	again, err := a.account(importPlan{account: "K", services: []string{"a.*"}})
+	again, _, err := a.account(importPlan{account: "K", services: []string{"a.*"}})
 	if err != nil || again != next {
 		t.Fatalf("the same rights made another account (%v)", err)
 	}

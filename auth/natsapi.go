@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -24,10 +23,6 @@ const apiPrefix = "_EHAPI."
 // streamNamesPage is JetStream's page size for stream names.
 const streamNamesPage = 1024
 
-// streamListAge is how long one listing of the streams answers lookups: a
-// client looking up in a loop costs the server one listing per period.
-const streamListAge = 250 * time.Millisecond
-
 // StreamNames answers the stream lookups ($JS.API.STREAM.NAMES, which
 // nats.go's StreamNameBySubject and nats.js's streams.find make) of scoped
 // native clients, on nc (the hub's own connection to the embedded server),
@@ -38,10 +33,6 @@ const streamListAge = 250 * time.Millisecond
 type StreamNames struct {
 	n   *NATS
 	sub *nats.Subscription
-
-	mu     sync.Mutex
-	listed time.Time
-	all    []Stream
 }
 
 // ServeStreamNames starts answering the stream lookups of scoped clients.
@@ -114,17 +105,23 @@ func (s *StreamNames) handle(m *nats.Msg) {
 }
 
 // names returns, sorted, the streams holding topics of the account named
-// key whose subjects match filter ("" for any).
-func (s *StreamNames) names(ctx context.Context, key, filter string) ([]string, error) {
-	topics := s.n.accounts.topicsOf(key)
-	all, err := s.streams(ctx)
-	if err != nil {
-		return nil, err
+// name whose subjects match filter ("" for any): looked up topic by topic
+// in the directory (see Directory), not by a listing of every stream.
+func (s *StreamNames) names(ctx context.Context, name, filter string) ([]string, error) {
+	d := s.n.dir.Load()
+	if d == nil {
+		return nil, nil
 	}
 	var out []string
-	for _, st := range all {
-		if collides(st.Subjects, topics) && (filter == "" || collides(st.Subjects, []string{filter})) {
-			out = append(out, st.Name)
+	for _, t := range s.n.accounts.topicsOf(name) {
+		found, err := d.TopicStreams(ctx, t, false)
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range found {
+			if (filter == "" || collides(st.Subjects, []string{filter})) && !slices.Contains(out, st.Name) {
+				out = append(out, st.Name)
+			}
 		}
 	}
 	slices.Sort(out)
@@ -141,25 +138,4 @@ func collides(a, b []string) bool {
 		}
 	}
 	return false
-}
-
-// streams lists the streams, at most streamListAge old. It holds s.mu
-// while it lists, on purpose: lookups arriving meanwhile wait for that one
-// listing instead of making their own.
-func (s *StreamNames) streams(ctx context.Context) ([]Stream, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if time.Since(s.listed) < streamListAge {
-		return s.all, nil
-	}
-	d := s.n.dir.Load()
-	if d == nil {
-		return nil, nil
-	}
-	all, err := d.TopicStreams(ctx, ">", false)
-	if err != nil {
-		return nil, err
-	}
-	s.all, s.listed = all, time.Now()
-	return all, nil
 }

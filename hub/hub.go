@@ -138,9 +138,11 @@ type Hub struct {
 	drainer    *outbox.Drainer
 	outbox     *outbox.Store
 	callout    *auth.Callout
-	streamAPI  *auth.StreamNames // scoped native clients' stream lookups
-	limiter    *limits.Limiter   // nil: nothing limited
-	bg         sync.WaitGroup    // background components
+	streamAPI  *auth.StreamNames    // scoped native clients' stream lookups
+	catalogue  *jetstream.Catalogue // streams and groups, for native clients' grants
+	nativeAuth *auth.NATS           // nil: native clients not authenticated by the hub
+	limiter    *limits.Limiter      // nil: nothing limited
+	bg         sync.WaitGroup       // background components
 	cancel     context.CancelFunc
 }
 
@@ -219,8 +221,13 @@ func Start(ctx context.Context, cfg Config) (_ *Hub, err error) {
 	}
 	cleanup = append(cleanup, func() { _ = bus.Shutdown(context.WithoutCancel(ctx)) })
 	var streamAPI *auth.StreamNames
+	var catalogue *jetstream.Catalogue
 	if na != nil {
-		na.SetDirectory(busDirectory{bus})
+		if catalogue, err = bus.WatchCatalogue(ctx); err != nil {
+			return nil, err
+		}
+		cleanup = append(cleanup, catalogue.Close, na.Close)
+		na.SetDirectory(busDirectory{bus, catalogue})
 		if srv := bus.Server(); srv != nil && !cfg.Auth.NativeScoped {
 			// Scoped clients get accounts of their own (NativeScoped off):
 			// their stream lookups are answered before the first connects.
@@ -231,7 +238,7 @@ func Start(ctx context.Context, cfg Config) (_ *Hub, err error) {
 			na.SetServer(srv)
 		}
 	}
-	h := &Hub{cfg: cfg, log: log, Bus: bus, Auth: au, Registry: reg, Metrics: m, cancel: cancel, limiter: lim, streamAPI: streamAPI}
+	h := &Hub{cfg: cfg, log: log, Bus: bus, Auth: au, Registry: reg, Metrics: m, cancel: cancel, limiter: lim, streamAPI: streamAPI, catalogue: catalogue, nativeAuth: na}
 	if err := h.startLimits(ctx); err != nil {
 		return nil, err
 	}
@@ -386,9 +393,22 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	if h.streamAPI != nil {
 		errs = append(errs, h.streamAPI.Close())
 	}
+	h.nativeAuth.Close()
+	h.catalogue.Close()
 	errs = append(errs, h.Bus.Shutdown(ctx))
 	h.Auth.Close()
 	return errors.Join(errs...)
+}
+
+// NativeAccounts returns the number of NATS accounts the scoped native
+// clients of the embedded server hold (one per connected principal and
+// policy), and of freed ones kept for the next principals; zeros when the
+// hub does not authenticate native clients.
+func (h *Hub) NativeAccounts() (held, idle int) {
+	if h.nativeAuth == nil {
+		return 0, 0
+	}
+	return h.nativeAuth.Accounts()
 }
 
 // Run starts the hub, waits until ctx ends, then shuts it down within

@@ -7,14 +7,18 @@ import (
 	"github.com/eventhub/eventhub/jetstream"
 )
 
-// busDirectory shows native-client authentication the bus's streams and
-// consumer names.
-type busDirectory struct{ bus *jetstream.Bus }
+// busDirectory shows native-client authentication the bus's streams (from
+// the catalogue the bus keeps in memory, so a connect costs no JetStream
+// API call) and consumer names.
+type busDirectory struct {
+	bus       *jetstream.Bus
+	catalogue *jetstream.Catalogue
+}
 
 var _ auth.Directory = busDirectory{}
 
 func (d busDirectory) TopicStreams(ctx context.Context, filter string, groups bool) ([]auth.Stream, error) {
-	ss, err := d.bus.TopicStreams(ctx, filter, groups)
+	ss, err := d.catalogue.TopicStreams(ctx, filter, groups)
 	if err != nil {
 		return nil, err
 	}

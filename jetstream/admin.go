@@ -57,6 +57,9 @@ func (b *Bus) DeclareTopic(ctx context.Context, tc TopicConfig) (name string, cr
 			return "", false, fmt.Errorf("create stream %s for %s: %w", want.Name, topic, translate(err))
 		}
 		b.forgetTopic(topic)
+		if c := b.catalogue.Load(); c != nil {
+			c.noteStream(s.CachedInfo())
+		}
 		b.log.Info("stream declared", "stream", want.Name, "topic", topic, "max_age", want.MaxAge,
 			"max_bytes", want.MaxBytes, "compaction", tc.Compaction)
 		return s.CachedInfo().Config.Name, true, nil
@@ -101,6 +104,9 @@ func (b *Bus) DeleteTopic(ctx context.Context, topic string) error {
 	}
 	err = b.js.DeleteStream(ctx, ti.name)
 	b.forgetTopic(topic)
+	if c := b.catalogue.Load(); c != nil && err == nil {
+		c.forgetStream(ti.name)
+	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("%w: topic %s does not exist", facade.ErrNotFound, topic)
 	}

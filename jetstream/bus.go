@@ -72,6 +72,10 @@ type Bus struct {
 	// terminations receives JetStream's advisories of terminated events
 	// (see watchTerminations).
 	terminations *nats.Subscription
+
+	// catalogue, while one is watched, learns of the streams and groups
+	// the bus makes as it makes them.
+	catalogue atomic.Pointer[Catalogue]
 }
 
 // maxDeadLettersInFlight bounds the dead-letter copies a Bus runs at once;

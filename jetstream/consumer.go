@@ -80,12 +80,18 @@ func retryConflict(want, have facade.RetryPolicy, group, topic string) error {
 		facade.ErrConflictingOption, want, group, topic, have)
 }
 
-// provisionGroup is ensureGroup without the retry policy.
-func (b *Bus) provisionGroup(ctx context.Context, ti *topicInfo, group string, o facade.SubscribeOptions) (jetstream.Consumer, error) {
+// provisionGroup is ensureGroup without the retry policy. A watched
+// catalogue learns of the group at once.
+func (b *Bus) provisionGroup(ctx context.Context, ti *topicInfo, group string, o facade.SubscribeOptions) (cons jetstream.Consumer, err error) {
+	defer func() {
+		if c := b.catalogue.Load(); c != nil && err == nil {
+			c.noteConsumer(ti.name, cons.CachedInfo())
+		}
+	}()
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
 	name := consumerNameFor(group, ti.topic, ti.shared)
-	cons, err := ti.stream.Consumer(ctx, name)
+	cons, err = ti.stream.Consumer(ctx, name)
 	if err == nil {
 		// AckWait and MaxAckPending only grow: lowering AckWait would apply
 		// to events other members hold and redeliver them under their

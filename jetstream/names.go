@@ -1,7 +1,6 @@
 package jetstream
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -62,10 +61,7 @@ func (b *Bus) TopicStreams(ctx context.Context, filter string, groups bool) ([]T
 	var out []TopicStream
 	for info := range l.Info() {
 		subs := info.Config.Subjects
-		ts := TopicStream{Name: info.Config.Name, Subjects: slices.Clone(subs)}
-		if len(subs) == 2 && subs[1] == keyedWildcard(subs[0]) {
-			ts.Topic = subs[0]
-		}
+		ts := TopicStream{Name: info.Config.Name, Subjects: slices.Clone(subs), Topic: ownTopic(subs)}
 		if groups {
 			if err := b.streamGroups(ctx, &ts); err != nil {
 				return nil, err
@@ -79,11 +75,7 @@ func (b *Bus) TopicStreams(ctx context.Context, filter string, groups bool) ([]T
 	return out, nil
 }
 
-// streamGroups fills ts.Groups: on a shared stream the hub's groups (the
-// consumers the hub created carry their group and topic as metadata); on
-// a topic's own stream every pull consumer with acks, the hub's groups and
-// those made outside the hub (ordered consumers and replays ack nothing;
-// a push consumer is its deliver subject's, not a group to join).
+// streamGroups fills ts.Groups (see catalogueGroup).
 func (b *Bus) streamGroups(ctx context.Context, ts *TopicStream) error {
 	s, err := b.js.Stream(ctx, ts.Name)
 	if err != nil {
@@ -91,12 +83,8 @@ func (b *Bus) streamGroups(ctx context.Context, ts *TopicStream) error {
 	}
 	l := s.ListConsumers(ctx)
 	for ci := range l.Info() {
-		md := ci.Config.Metadata
-		switch g, t := md[metaGroup], md[metaTopic]; {
-		case ts.Topic != "" && ci.Config.AckPolicy != jetstream.AckNonePolicy && ci.Config.DeliverSubject == "":
-			ts.Groups = append(ts.Groups, GroupConsumer{Consumer: ci.Name, Topic: ts.Topic, Group: cmp.Or(g, ci.Name)})
-		case ts.Topic == "" && g != "" && t != "":
-			ts.Groups = append(ts.Groups, GroupConsumer{Consumer: ci.Name, Topic: t, Group: g})
+		if g, ok := catalogueGroup(ts.Topic, ci.Name, consumerOf(ci.Config)); ok {
+			ts.Groups = append(ts.Groups, g)
 		}
 	}
 	if err := l.Err(); err != nil {

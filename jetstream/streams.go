@@ -199,6 +199,9 @@ func (b *Bus) streamTopic(ctx context.Context, topic, name string) (*topicInfo, 
 
 func (b *Bus) topicFromStream(ctx context.Context, topic string, s jetstream.Stream) (*topicInfo, error) {
 	info := s.CachedInfo()
+	if c := b.catalogue.Load(); c != nil {
+		c.noteStream(info)
+	}
 	ti := &topicInfo{
 		topic:     topic,
 		stream:    s,
