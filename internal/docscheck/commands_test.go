@@ -54,7 +54,7 @@ func shellBlocks(t *testing.T, root string) []*shellBlock {
 
 // hubLine is a command line that runs the hub: eventhub with flags only
 // (no subcommand), after variable assignments.
-var hubLine = regexp.MustCompile(`^((?:[A-Z_]+=(?:\$\([^)]*\)|\S+)\s+)*)eventhub(\s+-[^#]*)?\s*(#.*)?$`)
+var hubLine = regexp.MustCompile(`^((?:[A-Z_]+=(?:\$\([^)]*\)|\S+)\s+)*)(?:eventhub|go run \./cmd/eventhub)(\s+-[^#]*)?\s*(#.*)?$`)
 
 var transcriptLine = regexp.MustCompile(`(?m)^\$ `)
 
@@ -269,6 +269,7 @@ func TestDocsCommands(t *testing.T) {
 	// runs, so that a run of some scenarios still checks every placement).
 	quickStart := []string{
 		block("README.md", "go install ./cmd/eventhub"),
+		block("README.md", "go run ./cmd/eventhub"), // runs the binary just installed: the same source
 		block("README.md", "publish/heartbeat.received"),
 	}
 	authShells := []string{
