@@ -53,6 +53,20 @@ var AllowAll Principal = allowAll{}
 type allowAll struct{}
 
 func (allowAll) Allow(string, string, string) bool { return true }
+
+// HasScope: the principal without authentication holds every scope.
+func (allowAll) HasScope(string) bool { return true }
+
+// scopeAdmin is the operator scope ("admin") that a destructive key
+// operation (purging a key's history) needs beside the publish right.
+const scopeAdmin = "admin"
+
+// isAdmin reports whether p holds the admin scope: a Principal that has
+// scopes beside its topic rules says so with HasScope.
+func isAdmin(p Principal) bool {
+	s, ok := p.(interface{ HasScope(string) bool })
+	return ok && s.HasScope(scopeAdmin)
+}
 func (allowAll) ExpiresAt() time.Time              { return time.Time{} }
 
 // StaticToken returns an [Authenticator] that accepts exactly token

@@ -53,6 +53,11 @@ func (g *Gateway) deleteKey(ctx context.Context, p Principal, topic, key string,
 	if !ok {
 		return nil, fmt.Errorf("%w: deleting keys", wire.ErrUnsupported)
 	}
+	if o.Purge && !isAdmin(p) {
+		// A tombstone leaves the key's history; erasing it is an operator's
+		// act, as purging a topic is.
+		return nil, wire.Errorf(wire.CodeForbidden, "purging the history of a key of %s takes the admin scope; a delete without purge needs the publish right alone", topic)
+	}
 	if err := g.limitPublish(p, topic, 0); err != nil {
 		return nil, err
 	}

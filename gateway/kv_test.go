@@ -116,6 +116,12 @@ func TestDeleteKeyNeedsPublishRight(t *testing.T) {
 	if got := latest(); got != 0 {
 		t.Fatalf("after DELETE the key still has its event at seq %d", got)
 	}
+	// Purging the key's history takes the admin scope beside the publish
+	// right: a publisher cannot erase what was written.
+	writer.errCode(wire.Frame{Op: wire.OpDelete, Topic: "kv.acl", Key: "k", Opts: json.RawMessage(`{"purge":true}`)}, wire.CodeForbidden)
+	if r := deleteReq(t, url, map[string]string{"Authorization": "Bearer writer", HeaderKey: "k", HeaderPurge: "true"}); r.status != 403 || errCodeOf(r) != "forbidden" {
+		t.Fatalf("HTTP purge without the admin scope: %d %v, want 403 forbidden", r.status, r.body)
+	}
 	writer.errCode(wire.Frame{Op: wire.OpDelete, Topic: "kv.acl"}, wire.CodeBadKey)
 	writer.errCode(wire.Frame{Op: wire.OpDelete, Topic: "kv.acl", Key: "k", Opts: json.RawMessage(`{"purge":"yes"}`)}, wire.CodeBadFrame)
 }
