@@ -226,6 +226,16 @@ func TestBatchNegotiated(t *testing.T) {
 		}
 		return nil
 	})
+	// A batch of more frames than BatchMaxFrames is refused whole: none of
+	// its frames is answered.
+	tooMany := make([]string, wire.BatchMaxFrames+1)
+	for i := range tooMany {
+		tooMany[i] = `{"op":"CURSOR","corr":"many","topic":"bn.t","group":"g"}`
+	}
+	c.sendRaw("[" + strings.Join(tooMany, ",") + "]")
+	if f := await(c, func(f wire.Frame) bool { return f.Op == wire.OpErr || f.Corr == "many" }, "ERR"); f.Op != wire.OpErr || f.Code != wire.CodeBadFrame {
+		t.Fatalf("batch of %d frames: %s %s (%s), want ERR bad_frame", len(tooMany), f.Op, f.Code, f.Msg)
+	}
 	// A batch that is not one is refused whole.
 	c.sendRaw(`[{"op":"ACK"},`)
 	if f := await(c, func(f wire.Frame) bool { return f.Op == wire.OpErr }, "ERR"); f.Code != wire.CodeBadJSON {

@@ -205,8 +205,13 @@ func (s *session) handle(data []byte) {
 	}
 	// A malformed batch is refused whole: none of its frames run (a bad
 	// frame in a well-formed one gets its own ERR from handleOne).
-	if err := wire.SplitBatch(data, func([]byte) bool { return true }); err != nil {
+	n := 0
+	if err := wire.SplitBatch(data, func([]byte) bool { n++; return true }); err != nil {
 		s.replyErr("", err, wire.CodeBadFrame)
+		return
+	}
+	if n > wire.BatchMaxFrames {
+		s.sendErr("", wire.CodeBadFrame, fmt.Sprintf("a batch holds at most %d frames, this one %d", wire.BatchMaxFrames, n))
 		return
 	}
 	_ = wire.SplitBatch(data, func(frame []byte) bool {
