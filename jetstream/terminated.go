@@ -17,6 +17,10 @@ const termReason = "eventhub: dead-lettered"
 // member of a consumer terminated (+TERM).
 const terminatedAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.>"
 
+// terminatedQueue is the queue group in which the hubs take those
+// advisories.
+const terminatedQueue = "eventhub-terminated"
+
 // terminatedAdvisory is JetStream's advisory of a terminated message
 // (io.nats.jetstream.advisory.v1.terminated).
 type terminatedAdvisory struct {
@@ -32,9 +36,11 @@ type terminatedAdvisory struct {
 // members never terminate an event but after its dead letter), which
 // JetStream would drop silently. The dead letter's reason says who ended
 // it: "terminated by a member", and the member's reason if it gave one.
-// Events of consumers the hub did not make are left alone.
+// Events of consumers the hub did not make are left alone. The hubs that
+// share a cluster take the advisories as one queue group, so each
+// terminated event is dead-lettered by one of them.
 func (b *Bus) watchTerminations() (*nats.Subscription, error) {
-	sub, err := b.nc.Subscribe(terminatedAdvisories, b.onTerminated)
+	sub, err := b.nc.QueueSubscribe(terminatedAdvisories, terminatedQueue, b.onTerminated)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: watch terminated events: %w", err)
 	}
@@ -46,11 +52,11 @@ func (b *Bus) onTerminated(m *nats.Msg) {
 	if err := json.Unmarshal(m.Data, &a); err != nil || a.Reason == termReason || a.Stream == "" || a.Consumer == "" {
 		return
 	}
+	// JetStream has ended the event already: wait for room rather than
+	// lose its dead letter (advisories wait in the subscription meanwhile).
 	select {
 	case b.deadLetters <- struct{}{}:
-	default:
-		b.log.Error("dead-letter copies at their limit; an event a member terminated is not dead-lettered",
-			"stream", a.Stream, "consumer", a.Consumer, "seq", a.StreamSeq)
+	case <-b.copying.Done():
 		return
 	}
 	b.subsMu.Lock()
