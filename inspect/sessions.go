@@ -21,8 +21,9 @@ type SessionInfo struct {
 
 // SubscriptionStats is one subscription's events on the wire.
 type SubscriptionStats struct {
-	Topic, Group string
+	Topic string `json:"topic"`
+	Group string `json:"group,omitempty"` // empty for a live subscription
 	// InFlight counts the events delivered to the client and not yet
 	// acknowledged, nacked or expired.
-	InFlight int
+	InFlight int `json:"inFlight"`
 }
