@@ -177,7 +177,7 @@ func intParam(r *http.Request, name string, def, lo, hi int64) (int64, error) {
 	return n, nil
 }
 
-// uintParam reads an optional stream sequence (>= 1); 0 when absent.
+// seqParam reads an optional stream sequence (>= 1); 0 when absent.
 func seqParam(r *http.Request, name string) (uint64, error) {
 	s := r.URL.Query().Get(name)
 	if s == "" {

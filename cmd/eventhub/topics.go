@@ -50,7 +50,7 @@ func topics(ctx context.Context, args []string, getenv func(string) string, stdo
 		return errors.New("topics create: name at least one topic")
 	}
 	if looksLikeTopic(token) {
-		return fmt.Errorf("topics create: -nats-token %q is a topic name, not a token: was the variable after -nats-token empty?", token)
+		return errors.New("topics create: -nats-token is a topic name, not a token: was the variable after -nats-token empty?")
 	}
 	oc := jetstream.OpenConfig{URL: natsURL}
 	if configFile != "" {

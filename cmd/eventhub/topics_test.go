@@ -99,6 +99,9 @@ func TestTopicsCreateRefusesAMissingToken(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want one saying %q", err, tc.want)
 			}
+			if strings.Contains(err.Error(), "orders.new") {
+				t.Fatalf("err %v repeats what was given as the token", err)
+			}
 			if name, err := tc.h.Bus.JetStream().StreamNameBySubject(t.Context(), "orders.paid"); err == nil || out.Len() > 0 {
 				t.Fatalf("a topic was created: %s %s", name, out.String())
 			}
