@@ -67,7 +67,7 @@ func isAdmin(p Principal) bool {
 	s, ok := p.(interface{ HasScope(string) bool })
 	return ok && s.HasScope(scopeAdmin)
 }
-func (allowAll) ExpiresAt() time.Time              { return time.Time{} }
+func (allowAll) ExpiresAt() time.Time { return time.Time{} }
 
 // StaticToken returns an [Authenticator] that accepts exactly token
 // (compared in constant time, also in length) and grants [AllowAll].
