@@ -53,6 +53,7 @@ var AllowAll Principal = allowAll{}
 type allowAll struct{}
 
 func (allowAll) Allow(string, string, string) bool { return true }
+func (allowAll) ExpiresAt() time.Time              { return time.Time{} }
 
 // HasScope: the principal without authentication holds every scope.
 func (allowAll) HasScope(string) bool { return true }
@@ -67,7 +68,6 @@ func isAdmin(p Principal) bool {
 	s, ok := p.(interface{ HasScope(string) bool })
 	return ok && s.HasScope(scopeAdmin)
 }
-func (allowAll) ExpiresAt() time.Time { return time.Time{} }
 
 // StaticToken returns an [Authenticator] that accepts exactly token
 // (compared in constant time, also in length) and grants [AllowAll].
