@@ -398,7 +398,7 @@ func TestReadyOwnedBus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := ops.New(ops.Config{Bus: bus, Durability: "default"})
+	h, err := ops.New(ops.Config{Bus: bus.Admin(), Durability: "default"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -532,12 +532,12 @@ func TestConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bus.Close()
-	if _, err := ops.New(ops.Config{Bus: bus, FlushEvery: -1}); err == nil {
+	if _, err := ops.New(ops.Config{Bus: bus.Admin(), FlushEvery: -1}); err == nil {
 		t.Fatal("negative FlushEvery accepted")
 	}
 	// Register mounts the routes on another mux.
 	mux := http.NewServeMux()
-	h, err := ops.New(ops.Config{Bus: bus})
+	h, err := ops.New(ops.Config{Bus: bus.Admin()})
 	if err != nil {
 		t.Fatal(err)
 	}
