@@ -170,7 +170,7 @@ func (h *Handler) deadLetterTopic(ctx context.Context, r *http.Request) (string,
 		topic = strings.TrimSuffix(topic, "."+facade.DeadLetterSuffix) // either name works
 	}
 	dlq := facade.DeadLetterTopic(topic)
-	ti, err := h.topicAdmin.Topic(ctx, dlq)
+	ti, err := h.topics.Topic(ctx, dlq)
 	if errors.Is(err, facade.ErrNotFound) {
 		return topic, nil, fmt.Errorf("%w: topic %s has no dead letters (%s does not exist)", facade.ErrNotFound, topic, dlq)
 	}

@@ -139,7 +139,7 @@ func (h *Handler) adminSeek(w http.ResponseWriter, r *http.Request) error {
 	case PosNone, PosEarliest:
 		next = 1
 	case PosLatest:
-		st, err := h.topicAdmin.StreamState(ctx, ti.Topic)
+		st, err := h.topics.StreamState(ctx, ti.Topic)
 		if err != nil {
 			return err
 		}

@@ -74,7 +74,7 @@ func (h *Handler) lookup(ctx context.Context, r *http.Request, pattern bool) (*i
 	if err := validTopic(topic, pattern); err != nil {
 		return nil, err
 	}
-	ti, err := h.topicAdmin.Topic(ctx, topic)
+	ti, err := h.topics.Topic(ctx, topic)
 	if errors.Is(err, facade.ErrNotFound) {
 		return nil, fmt.Errorf("%w: no stream holds topic %s", facade.ErrNotFound, topic)
 	}
@@ -285,13 +285,13 @@ type topicsJSON struct {
 	Streams []streamJSON `json:"streams"`
 }
 
-// topics lists the streams that hold eventhub topics: the streams the hub
+// listTopics lists the streams that hold eventhub topics: the streams the hub
 // created (EH_*), streams capturing a configured topic pattern, and any
 // other stream with a group of the hub on it.
-func (h *Handler) topics(w http.ResponseWriter, r *http.Request) error {
+func (h *Handler) listTopics(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
-	streams, err := h.topicAdmin.Streams(ctx)
+	streams, err := h.topics.Streams(ctx)
 	if err != nil {
 		return err
 	}

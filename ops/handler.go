@@ -16,16 +16,16 @@ import (
 // mux instead. It is safe for concurrent use and starts no goroutine that
 // outlives a request, so it needs no Close.
 type Handler struct {
-	cfg        Config
-	status     Status
-	topicAdmin Topics
-	events     Events
-	groups     Groups
-	keys       Keys
-	export     ExportSource
-	log        *slog.Logger
-	mux        *http.ServeMux
-	replays    chan struct{} // semaphore of running replays
+	cfg     Config
+	status  Status
+	topics  Topics
+	events  Events
+	groups  Groups
+	keys    Keys
+	export  ExportSource
+	log     *slog.Logger
+	mux     *http.ServeMux
+	replays chan struct{} // semaphore of running replays
 }
 
 // handlerFunc is an endpoint: it writes its answer, or returns the error
@@ -60,7 +60,7 @@ type route struct {
 var routes = []route{
 	{"GET /healthz", probe, false, (*Handler).healthz},
 	{"GET /readyz", probe, false, (*Handler).readyz},
-	{"GET /topics", read, false, (*Handler).topics},
+	{"GET /topics", read, false, (*Handler).listTopics},
 	{"GET /cursors", read, true, (*Handler).cursors},
 	{"GET /lag", read, true, (*Handler).lag},
 	{"GET /latest-by-key", read, false, (*Handler).latestByKey},
@@ -104,15 +104,15 @@ func New(cfg Config) (*Handler, error) {
 	}
 	cfg = cfg.withDefaults()
 	h := &Handler{
-		cfg:        cfg,
-		status:     cfg.Bus,
-		topicAdmin: cfg.Topics,
-		events:     cfg.Events,
-		groups:     cfg.Groups,
-		keys:       cfg.Keys,
-		export:     cfg.Export,
-		log:        cfg.Logger,
-		replays:    make(chan struct{}, cfg.MaxConcurrentReplays),
+		cfg:     cfg,
+		status:  cfg.Bus,
+		topics:  cfg.Topics,
+		events:  cfg.Events,
+		groups:  cfg.Groups,
+		keys:    cfg.Keys,
+		export:  cfg.Export,
+		log:     cfg.Logger,
+		replays: make(chan struct{}, cfg.MaxConcurrentReplays),
 	}
 	h.mux = http.NewServeMux()
 	h.Register(h.mux)
