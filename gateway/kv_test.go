@@ -186,7 +186,7 @@ func TestHTTPPublishTTL(t *testing.T) {
 	if r := post(t, url, `{}`, h("60")); r.status != 200 {
 		t.Fatalf("ttl 60: %d %v", r.status, r.body)
 	}
-	e, err := bus.Event(t.Context(), "kv.ttl", 1)
+	e, err := bus.Admin().Event(t.Context(), "kv.ttl", 1)
 	if err != nil {
 		t.Fatal(err)
 	}

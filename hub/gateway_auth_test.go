@@ -174,14 +174,14 @@ func TestDemoFillsProcessState(t *testing.T) {
 func TestDemoTopicsRetention(t *testing.T) {
 	check := func(t *testing.T, h *hub.Hub, heartbeatAge time.Duration) {
 		t.Helper()
-		hb, err := h.Bus.DescribeStream(t.Context(), "heartbeat.received")
+		hb, err := h.Bus.Admin().DescribeStream(t.Context(), "heartbeat.received")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if hb.MaxAge != heartbeatAge || hb.Compaction {
 			t.Errorf("heartbeat.received: max age %v, compaction %v; want %v, no compaction", hb.MaxAge, hb.Compaction, heartbeatAge)
 		}
-		ps, err := h.Bus.DescribeStream(t.Context(), "process.state")
+		ps, err := h.Bus.Admin().DescribeStream(t.Context(), "process.state")
 		if err != nil {
 			t.Fatal(err)
 		}

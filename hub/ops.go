@@ -25,7 +25,7 @@ func (h *Hub) opsHandler() (http.Handler, error) {
 	mux.Handle("GET /metrics", h.requireScope(auth.ScopeMetrics, promhttp.HandlerFor(h.Registry, promhttp.HandlerOpts{})))
 	o := h.cfg.Ops
 	oc := ops.Config{
-		Bus: h.Bus, Durability: h.durability(), Logger: h.log.With("component", "ops"),
+		Bus: h.Bus.Admin(), Durability: h.durability(), Logger: h.log.With("component", "ops"),
 		RequestTimeout: o.RequestTimeout, ReadyTimeout: o.ReadyTimeout, FlushEvery: o.FlushEvery,
 		ReplayBufferBytes: o.ReplayBufferBytes, ReplayWriteTimeout: o.ReplayWriteTimeout,
 		MaxConcurrentReplays: o.MaxConcurrentReplays,

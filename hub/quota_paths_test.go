@@ -128,7 +128,7 @@ func TestEveryCreationCountsAgainstTheQuotas(t *testing.T) {
 			if _, err := h.Bus.Topic(ctx, tc.topic); !errors.Is(err, facade.ErrNotFound) {
 				t.Errorf("%s: topic %s after the refusal: %v, want not_found", tc.path, tc.topic, err)
 			}
-		} else if _, err := h.Bus.Group(ctx, tc.topic, tc.group); !errors.Is(err, facade.ErrNotFound) {
+		} else if _, err := h.Bus.Admin().Group(ctx, tc.topic, tc.group); !errors.Is(err, facade.ErrNotFound) {
 			t.Errorf("%s: group %s of %s after the refusal: %v, want not_found", tc.path, tc.group, tc.topic, err)
 		}
 	}

@@ -1,7 +1,7 @@
 package jetstream
 
-// Topic administration for the admin API (package ops): declaring a topic
-// with its own retention and compaction, and deleting it.
+// The admin handle: the operator's actions on topics, groups and stored
+// events, apart from the bus's user API.
 
 import (
 	"context"
@@ -20,6 +20,18 @@ import (
 // "not_own_stream".
 var ErrNotOwnStream = &facade.Error{Code: "not_own_stream", Msg: "the topic's stream is not the hub's own stream of this topic"}
 
+// Admin is the operator's handle on a [Bus]: it browses and describes
+// streams and stored events, declares, purges and deletes topics, deletes
+// events, and lists, seeks, pauses, resumes and deletes groups. It has the
+// bus's user API too (the embedded Bus). Get one with [Bus.Admin]; it is
+// valid as long as the bus and safe for concurrent use.
+type Admin struct {
+	*Bus
+}
+
+// Admin returns the operator's handle on b.
+func (b *Bus) Admin() *Admin { return &Admin{Bus: b} }
+
 // DeclareTopic creates the stream of topic tc.Pattern (a topic, not a
 // pattern) with tc's retention, size limit, duplicate window, compaction,
 // storage and replicas, or, when the hub's own stream of the topic exists,
@@ -30,7 +42,8 @@ var ErrNotOwnStream = &facade.Error{Code: "not_own_stream", Msg: "the topic's st
 // [ErrNotOwnStream]. Making a stream compacted drops all but the newest
 // event of every key. A creation counts against the topic quota of the
 // principal ctx carries (Config.Guard). It blocks on JetStream API calls.
-func (b *Bus) DeclareTopic(ctx context.Context, tc TopicConfig) (name string, created bool, err error) {
+func (a *Admin) DeclareTopic(ctx context.Context, tc TopicConfig) (name string, created bool, err error) {
+	b := a.Bus
 	topic := tc.Pattern
 	if strings.ContainsAny(topic, "*>") {
 		return "", false, fmt.Errorf("%w: %q is a pattern; declare a topic family in the configuration", facade.ErrBadTopic, topic)
@@ -90,7 +103,8 @@ func (b *Bus) DeclareTopic(ctx context.Context, tc TopicConfig) (name string, cr
 // hub is not deleted ([ErrNotOwnStream]); [facade.ErrNotFound] when no
 // stream captures the topic. A later publish or subscribe creates the topic
 // again. It blocks on JetStream API calls.
-func (b *Bus) DeleteTopic(ctx context.Context, topic string) error {
+func (a *Admin) DeleteTopic(ctx context.Context, topic string) error {
+	b := a.Bus
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
 	b.forgetTopic(topic) // look the stream up afresh

@@ -13,7 +13,7 @@ import (
 
 // GetCursor implements [facade.Cursors]. The cursor is the group's ack floor
 // on the server: acknowledgements out of order never move it past an
-// unacknowledged event. The group is found as [Bus.Groups] finds it.
+// unacknowledged event. The group is found as [Admin.Groups] finds it.
 func (b *Bus) GetCursor(ctx context.Context, topic, group string) (*facade.CursorPosition, error) {
 	if err := facade.ValidateGroup(group); err != nil {
 		return nil, err

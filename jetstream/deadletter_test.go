@@ -104,7 +104,7 @@ func TestDeadLetterOutageDoesNotStallMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.CheckFor(t, 20*time.Second, func() error {
-		n, err := b.TopicCount(ctx, dlq)
+		n, err := b.Admin().TopicCount(ctx, dlq)
 		if err != nil || n != 1 {
 			return fmt.Errorf("dead letters stored: %d, %v", n, err)
 		}

@@ -36,7 +36,7 @@ func TestForeignEventsReadBackInOneShape(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev, err := b.Event(t.Context(), "pay.card", ack.Sequence)
+		ev, err := b.Admin().Event(t.Context(), "pay.card", ack.Sequence)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -179,10 +179,11 @@ func (b *Bus) lookupGroup(ctx context.Context, topic, group string) (*topicInfo,
 // topic, and consumers made outside the hub whose filter subjects are the
 // topic's. topic may be a pattern: the groups that read that topic family.
 // It is the one definition of a topic's groups; [Bus.GetCursor],
-// [Bus.Group] and the group actions find a group the same way. Errors wrap
+// [Admin.Group] and the group actions find a group the same way. Errors wrap
 // [facade.ErrNotFound] when no stream holds the topic, or
 // [facade.ErrUnavailable].
-func (b *Bus) Groups(ctx context.Context, topic string) ([]GroupInfo, error) {
+func (a *Admin) Groups(ctx context.Context, topic string) ([]GroupInfo, error) {
+	b := a.Bus
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
 	ti, err := b.groupTopic(ctx, topic, false)
@@ -200,9 +201,10 @@ func (b *Bus) Groups(ctx context.Context, topic string) ([]GroupInfo, error) {
 	return out, nil
 }
 
-// Group returns one group of topic (see [Bus.Groups]); [facade.ErrNotFound]
+// Group returns one group of topic (see [Admin.Groups]); [facade.ErrNotFound]
 // when the topic has no such group.
-func (b *Bus) Group(ctx context.Context, topic, group string) (*GroupInfo, error) {
+func (a *Admin) Group(ctx context.Context, topic, group string) (*GroupInfo, error) {
+	b := a.Bus
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
 	ti, ci, err := b.lookupGroup(ctx, topic, group)
@@ -216,7 +218,8 @@ func (b *Bus) Group(ctx context.Context, topic, group string) (*GroupInfo, error
 // GroupLag returns one group of topic with the oldest event it has not
 // acknowledged (one "next by subject" lookup per filter subject) and the
 // stream's tail.
-func (b *Bus) GroupLag(ctx context.Context, topic, group string) (*GroupLag, error) {
+func (a *Admin) GroupLag(ctx context.Context, topic, group string) (*GroupLag, error) {
+	b := a.Bus
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
 	ti, ci, err := b.lookupGroup(ctx, topic, group)
@@ -266,7 +269,8 @@ func (b *Bus) firstFrom(ctx context.Context, ti *topicInfo, filters []string, se
 // first at or after stream sequence next (a consumer reset: the group keeps
 // its configuration and name). Deliveries in flight stay with their
 // members. It returns the group afterwards.
-func (b *Bus) SeekGroup(ctx context.Context, topic, group string, next uint64) (*GroupInfo, error) {
+func (a *Admin) SeekGroup(ctx context.Context, topic, group string, next uint64) (*GroupInfo, error) {
+	b := a.Bus
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
 	ti, ci, err := b.lookupGroup(ctx, topic, group)
@@ -281,8 +285,9 @@ func (b *Bus) SeekGroup(ctx context.Context, topic, group string, next uint64) (
 
 // PauseGroup pauses group of topic until until (JetStream consumer pause,
 // nats-server 2.11+): its members get nothing until then or
-// [Bus.ResumeGroup]. Deliveries in flight stay with their members.
-func (b *Bus) PauseGroup(ctx context.Context, topic, group string, until time.Time) (*GroupInfo, error) {
+// [Admin.ResumeGroup]. Deliveries in flight stay with their members.
+func (a *Admin) PauseGroup(ctx context.Context, topic, group string, until time.Time) (*GroupInfo, error) {
+	b := a.Bus
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
 	ti, ci, err := b.lookupGroup(ctx, topic, group)
@@ -296,7 +301,8 @@ func (b *Bus) PauseGroup(ctx context.Context, topic, group string, until time.Ti
 }
 
 // ResumeGroup resumes a paused group of topic.
-func (b *Bus) ResumeGroup(ctx context.Context, topic, group string) (*GroupInfo, error) {
+func (a *Admin) ResumeGroup(ctx context.Context, topic, group string) (*GroupInfo, error) {
+	b := a.Bus
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
 	ti, ci, err := b.lookupGroup(ctx, topic, group)
@@ -311,7 +317,8 @@ func (b *Bus) ResumeGroup(ctx context.Context, topic, group string) (*GroupInfo,
 
 // DeleteGroup deletes group's consumer with its cursor. Members still
 // running create the group again where their subscription's from says.
-func (b *Bus) DeleteGroup(ctx context.Context, topic, group string) error {
+func (a *Admin) DeleteGroup(ctx context.Context, topic, group string) error {
+	b := a.Bus
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
 	ti, ci, err := b.lookupGroup(ctx, topic, group)
@@ -338,7 +345,8 @@ func (b *Bus) reloadGroup(ctx context.Context, ti *topicInfo, group, consumer st
 
 // GroupTopics returns the topics that have groups the hub made, sorted,
 // from the metadata of every stream's consumers.
-func (b *Bus) GroupTopics(ctx context.Context) ([]string, error) {
+func (a *Admin) GroupTopics(ctx context.Context) ([]string, error) {
+	b := a.Bus
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
 	seen := map[string]bool{}

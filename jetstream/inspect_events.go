@@ -88,7 +88,8 @@ func storedEvent(subject string, h nats.Header, data []byte, seq uint64, stored 
 // Event returns the message of topic at stream sequence seq with its
 // headers. Errors wrap [facade.ErrNotFound] when the topic has no event
 // there (or no stream), or [facade.ErrUnavailable].
-func (b *Bus) Event(ctx context.Context, topic string, seq uint64) (*inspect.StoredEvent, error) {
+func (a *Admin) Event(ctx context.Context, topic string, seq uint64) (*inspect.StoredEvent, error) {
+	b := a.Bus
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
 	ti, err := b.existingTopic(ctx, topic)
@@ -108,7 +109,8 @@ func (b *Bus) Event(ctx context.Context, topic string, seq uint64) (*inspect.Sto
 // DeleteEvent removes the message at stream sequence seq of topic's
 // stream. Errors wrap [facade.ErrNotFound] when there is none, or
 // [facade.ErrUnavailable].
-func (b *Bus) DeleteEvent(ctx context.Context, topic string, seq uint64) error {
+func (a *Admin) DeleteEvent(ctx context.Context, topic string, seq uint64) error {
+	b := a.Bus
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
 	ti, err := b.existingTopic(ctx, topic)
@@ -137,7 +139,8 @@ func noMessage(err error) bool {
 // returns false, s.Max messages were read, or the stream has no more. It
 // returns the sequence to go on from and whether the end was reached. It
 // never holds more than one fetch batch. ctx bounds the whole scan.
-func (b *Bus) Scan(ctx context.Context, topic string, s inspect.Scan, fn func(e *inspect.StoredEvent) bool) (next uint64, end bool, err error) {
+func (a *Admin) Scan(ctx context.Context, topic string, s inspect.Scan, fn func(e *inspect.StoredEvent) bool) (next uint64, end bool, err error) {
+	b := a.Bus
 	next = max(s.From, 1)
 	ti, err := b.groupTopic(ctx, topic, false)
 	if err != nil {
@@ -303,7 +306,8 @@ type purgeRequest struct {
 // topic's events. Groups keep their cursors. Errors wrap
 // [facade.ErrBadKey] (a key on a stream that does not capture keys),
 // [facade.ErrNotFound], or [facade.ErrUnavailable].
-func (b *Bus) Purge(ctx context.Context, topic, key string, upTo uint64) (uint64, error) {
+func (a *Admin) Purge(ctx context.Context, topic, key string, upTo uint64) (uint64, error) {
+	b := a.Bus
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
 	ti, err := b.existingTopic(ctx, topic)
@@ -357,9 +361,9 @@ func (b *Bus) purge(ctx context.Context, stream string, req purgeRequest) (uint6
 }
 
 // DeclareTopicSettings declares the stream of s.Topic with s's settings
-// ([Bus.DeclareTopic]). Settings that are not valid are refused with an
+// ([Admin.DeclareTopic]). Settings that are not valid are refused with an
 // error wrapping [inspect.ErrBadSettings] before anything is changed.
-func (b *Bus) DeclareTopicSettings(ctx context.Context, s inspect.TopicSettings) (name string, created bool, err error) {
+func (a *Admin) DeclareTopicSettings(ctx context.Context, s inspect.TopicSettings) (name string, created bool, err error) {
 	tc := TopicConfig{
 		Pattern: s.Topic, MaxAge: s.MaxAge, MaxBytes: s.MaxBytes, DuplicateWindow: s.DuplicateWindow,
 		Compaction: s.Compaction, Storage: s.Storage, Replicas: s.Replicas,
@@ -367,5 +371,5 @@ func (b *Bus) DeclareTopicSettings(ctx context.Context, s inspect.TopicSettings)
 	if err := (Config{Topics: []TopicConfig{tc}}).Validate(); err != nil {
 		return "", false, fmt.Errorf("%w: %w", inspect.ErrBadSettings, err)
 	}
-	return b.DeclareTopic(ctx, tc)
+	return a.DeclareTopic(ctx, tc)
 }

@@ -23,7 +23,8 @@ type StreamDescription = inspect.StreamDescription
 // Streams describes the streams that hold topics: the streams the hub
 // created (EH_*), streams capturing a configured topic pattern, and any
 // other stream with a group of the hub on it. Sorted by name.
-func (b *Bus) Streams(ctx context.Context) ([]StreamDescription, error) {
+func (a *Admin) Streams(ctx context.Context) ([]StreamDescription, error) {
+	b := a.Bus
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
 	configured := map[string]bool{}
@@ -177,9 +178,10 @@ func (b *Bus) describeStream(ctx context.Context, si *jetstream.StreamInfo, conf
 	return s, true, nil
 }
 
-// DescribeStream describes the stream that holds topic (see [Bus.Streams]).
+// DescribeStream describes the stream that holds topic (see [Admin.Streams]).
 // Errors wrap [facade.ErrNotFound] when no stream holds it.
-func (b *Bus) DescribeStream(ctx context.Context, topic string) (*StreamDescription, error) {
+func (a *Admin) DescribeStream(ctx context.Context, topic string) (*StreamDescription, error) {
+	b := a.Bus
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
 	ti, err := b.existingTopic(ctx, topic)
@@ -199,7 +201,8 @@ func (b *Bus) DescribeStream(ctx context.Context, topic string) (*StreamDescript
 
 // TopicCount counts topic's events from the stream's per-subject state (the
 // hub's own stream of the topic: the stream's count).
-func (b *Bus) TopicCount(ctx context.Context, topic string) (uint64, error) {
+func (a *Admin) TopicCount(ctx context.Context, topic string) (uint64, error) {
+	b := a.Bus
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
 	ti, err := b.existingTopic(ctx, topic)

@@ -57,7 +57,7 @@ func TestGroupsIsTheOneSetOfGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	groups, err := b.Groups(ctx, "inv.orders")
+	groups, err := b.Admin().Groups(ctx, "inv.orders")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestGroupsIsTheOneSetOfGroups(t *testing.T) {
 		if err != nil || c.LastSeq != g.Cursor.LastSeq {
 			t.Fatalf("GetCursor(%s) = %+v, %v; Groups says %d", g.Group, c, err, g.Cursor.LastSeq)
 		}
-		one, err := b.Group(ctx, "inv.orders", g.Group)
+		one, err := b.Admin().Group(ctx, "inv.orders", g.Group)
 		if err != nil || one.Consumer != g.Consumer {
 			t.Fatalf("Group(%s) = %+v, %v", g.Group, one, err)
 		}
@@ -84,18 +84,18 @@ func TestGroupsIsTheOneSetOfGroups(t *testing.T) {
 		t.Fatalf("GetCursor of a missing group: %v", err)
 	}
 
-	g, err := b.SeekGroup(ctx, "inv.orders", "audit", e1.Seq+1)
+	g, err := b.Admin().SeekGroup(ctx, "inv.orders", "audit", e1.Seq+1)
 	if err != nil || g.Pending != 1 {
 		t.Fatalf("SeekGroup: %+v, %v; want 1 pending", g, err)
 	}
-	lag, err := b.GroupLag(ctx, "inv.orders", "audit")
+	lag, err := b.Admin().GroupLag(ctx, "inv.orders", "audit")
 	if err != nil || lag.Oldest == nil || lag.Oldest.Seq != 2 || lag.StreamLastSeq != 3 {
 		t.Fatalf("GroupLag: %+v, %v; want oldest 2, stream tail 3", lag, err)
 	}
-	if err := b.DeleteGroup(ctx, "inv.orders", "audit"); err != nil {
+	if err := b.Admin().DeleteGroup(ctx, "inv.orders", "audit"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Group(ctx, "inv.orders", "audit"); !errors.Is(err, facade.ErrNotFound) {
+	if _, err := b.Admin().Group(ctx, "inv.orders", "audit"); !errors.Is(err, facade.ErrNotFound) {
 		t.Fatalf("Group after DeleteGroup: %v", err)
 	}
 }
@@ -126,17 +126,17 @@ func TestEventMethodsStayInTheirTopic(t *testing.T) {
 	pub(t, b, "ev.a", `3`, "k2")
 	pub(t, b, "ev.a", `4`, "")
 
-	se, err := b.Event(ctx, "ev.a", a1.Seq)
+	se, err := b.Admin().Event(ctx, "ev.a", a1.Seq)
 	if err != nil || se.Event.ID != a1.ID || se.Event.Key != "k1" || se.Subject == "ev.a" || se.Headers == nil {
 		t.Fatalf("Event(ev.a, %d) = %+v, %v", a1.Seq, se, err)
 	}
-	if _, err := b.Event(ctx, "ev.a", other.Seq); !errors.Is(err, facade.ErrNotFound) {
+	if _, err := b.Admin().Event(ctx, "ev.a", other.Seq); !errors.Is(err, facade.ErrNotFound) {
 		t.Fatalf("Event of ev.b's sequence through ev.a: %v, want not found", err)
 	}
 
 	scan := func(key string) []string {
 		var got []string
-		_, end, err := b.Scan(ctx, "ev.a", inspectScan(key), func(se *inspect.StoredEvent) bool {
+		_, end, err := b.Admin().Scan(ctx, "ev.a", inspectScan(key), func(se *inspect.StoredEvent) bool {
 			got = append(got, string(se.Event.Payload))
 			return true
 		})
@@ -152,16 +152,16 @@ func TestEventMethodsStayInTheirTopic(t *testing.T) {
 		t.Fatalf("scan of ev.a key k2: %s", got)
 	}
 
-	if n, err := b.Purge(ctx, "ev.a", "k1", 0); err != nil || n != 1 {
+	if n, err := b.Admin().Purge(ctx, "ev.a", "k1", 0); err != nil || n != 1 {
 		t.Fatalf("purge of key k1: %d, %v", n, err)
 	}
-	if n, err := b.Purge(ctx, "ev.a", "", 0); err != nil || n != 2 {
+	if n, err := b.Admin().Purge(ctx, "ev.a", "", 0); err != nil || n != 2 {
 		t.Fatalf("purge of ev.a: %d, %v", n, err)
 	}
-	if n, err := b.TopicCount(ctx, "ev.b"); err != nil || n != 1 {
+	if n, err := b.Admin().TopicCount(ctx, "ev.b"); err != nil || n != 1 {
 		t.Fatalf("ev.b after purging ev.a: %d events, %v", n, err)
 	}
-	if err := b.DeleteEvent(ctx, "ev.a", a1.Seq); !errors.Is(err, facade.ErrNotFound) {
+	if err := b.Admin().DeleteEvent(ctx, "ev.a", a1.Seq); !errors.Is(err, facade.ErrNotFound) {
 		t.Fatalf("delete of a purged event: %v, want not found", err)
 	}
 }

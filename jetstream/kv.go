@@ -37,7 +37,7 @@ func isTombstone(h nats.Header) bool {
 // the key's subject with HeaderOperation and no data, published like an
 // event (with opts.ExpectedLastSeq as Nats-Expected-Last-Subject-Sequence);
 // with opts.Purge the key's messages before it are then purged from the
-// stream ([Bus.Purge] of the key up to the tombstone's sequence), so that
+// stream ([Admin.Purge] of the key up to the tombstone's sequence), so that
 // only the tombstone is left. A purge that fails after the tombstone
 // was stored returns its error: deleting again with Purge finishes it.
 func (b *Bus) DeleteKey(ctx context.Context, topic, key string, opts facade.DeleteOptions) (*facade.EventRecord, error) {
@@ -85,7 +85,7 @@ func (b *Bus) DeleteKey(ctx context.Context, topic, key string, opts facade.Dele
 	e.Seq = ack.Sequence
 	ti.obs.Published()
 	if opts.Purge && ack.Sequence > 1 { // (Purge up to 0 would take the tombstone too)
-		if _, err := b.Purge(ctx, topic, key, ack.Sequence-1); err != nil {
+		if _, err := b.Admin().Purge(ctx, topic, key, ack.Sequence-1); err != nil {
 			return nil, fmt.Errorf("purge %s key %q: %w", topic, key, err)
 		}
 	}

@@ -188,7 +188,7 @@ func TestPublishDerivedIsAPositionAndIdempotent(t *testing.T) {
 	if again.ID != first.ID || again.Seq != first.Seq {
 		t.Fatalf("repeat answered %s@%d, want the first %s@%d", again.ID, again.Seq, first.ID, first.Seq)
 	}
-	if n, err := b.TopicCount(t.Context(), topic); err != nil || n != 1 {
+	if n, err := b.Admin().TopicCount(t.Context(), topic); err != nil || n != 1 {
 		t.Fatalf("%d events stored (%v), want 1", n, err)
 	}
 }

@@ -47,14 +47,14 @@ func (h *Handler) adminEvent(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if id := r.URL.Query().Get("id"); seq == 0 && id != "" {
-		if seq, err = h.bus.SeqOfID(ctx, ti.Topic, id); err != nil {
+		if seq, err = h.events.SeqOfID(ctx, ti.Topic, id); err != nil {
 			return err
 		}
 	}
 	if seq == 0 {
 		return fmt.Errorf("%w: query parameter seq or id is required", ErrBadRequest)
 	}
-	se, err := h.bus.Event(ctx, ti.Topic, seq)
+	se, err := h.events.Event(ctx, ti.Topic, seq)
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func (h *Handler) adminBrowse(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ti, from, to, _, err := resolveRange(ctx, h.bus, q)
+	ti, from, to, _, err := resolveRange(ctx, h.export, q)
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func (h *Handler) adminBrowse(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, out)
 		return nil
 	}
-	next, end, err := h.bus.Scan(ctx, ti.Topic, inspect.Scan{Key: key, From: from, Max: maxScan}, func(se *inspect.StoredEvent) bool {
+	next, end, err := h.events.Scan(ctx, ti.Topic, inspect.Scan{Key: key, From: from, Max: maxScan}, func(se *inspect.StoredEvent) bool {
 		e := se.Event
 		if e.Seq > to {
 			return false
@@ -170,7 +170,7 @@ func (h *Handler) deadLetterTopic(ctx context.Context, r *http.Request) (string,
 		topic = strings.TrimSuffix(topic, "."+facade.DeadLetterSuffix) // either name works
 	}
 	dlq := facade.DeadLetterTopic(topic)
-	ti, err := h.bus.Topic(ctx, dlq)
+	ti, err := h.topics.Topic(ctx, dlq)
 	if errors.Is(err, facade.ErrNotFound) {
 		return topic, nil, fmt.Errorf("%w: topic %s has no dead letters (%s does not exist)", facade.ErrNotFound, topic, dlq)
 	}
@@ -200,7 +200,7 @@ func (h *Handler) adminDeadLetters(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	out := deadLettersJSON{Topic: topic, DeadLetterTopic: ti.Topic, DeadLetters: []deadLetterJSON{}}
-	next, end, err := h.bus.Scan(ctx, ti.Topic, inspect.Scan{From: uint64(after) + 1, Max: int(limit)}, func(se *inspect.StoredEvent) bool {
+	next, end, err := h.events.Scan(ctx, ti.Topic, inspect.Scan{From: uint64(after) + 1, Max: int(limit)}, func(se *inspect.StoredEvent) bool {
 		out.DeadLetters = append(out.DeadLetters, deadLetterOf(se.Event, topic, se.Stored.UnixMilli()))
 		return true
 	})
@@ -285,7 +285,7 @@ func (h *Handler) adminRedrive(w http.ResponseWriter, r *http.Request) error {
 		// could write a dlq_topic header naming a topic they may not
 		// publish to, and the redrive would publish there for them.
 		to := topic
-		rec, err := h.bus.PublishDerived(ctx, to, e.Payload, facade.PublishOptions{
+		rec, err := h.events.PublishDerived(ctx, to, e.Payload, facade.PublishOptions{
 			Key: e.Key, Partition: e.Partition, Headers: headers,
 			Tags: e.Tags, CausedBy: nonEmpty(orig), SID: e.SID,
 		}, RedriveKey(e.ID))
@@ -333,7 +333,7 @@ func (h *Handler) deadLetterAction(w http.ResponseWriter, r *http.Request, verb 
 	var done []*redrivenJSON
 	count := 0
 	var actErr error
-	next, end, err := h.bus.Scan(ctx, ti.Topic, inspect.Scan{From: from, Max: maxBatchAction}, func(se *inspect.StoredEvent) bool {
+	next, end, err := h.events.Scan(ctx, ti.Topic, inspect.Scan{From: from, Max: maxBatchAction}, func(se *inspect.StoredEvent) bool {
 		e := se.Event
 		seq := e.Seq
 		if seq > to {
@@ -348,7 +348,7 @@ func (h *Handler) deadLetterAction(w http.ResponseWriter, r *http.Request, verb 
 			done = append(done, d)
 		}
 		if !keep {
-			if err := h.bus.DeleteEvent(ctx, ti.Topic, seq); err != nil && !errors.Is(err, facade.ErrNotFound) {
+			if err := h.events.DeleteEvent(ctx, ti.Topic, seq); err != nil && !errors.Is(err, facade.ErrNotFound) {
 				actErr = fmt.Errorf("delete dead letter %d: %w", seq, err)
 				return false
 			}

@@ -50,13 +50,13 @@ func (h *Handler) adminGroups(w http.ResponseWriter, r *http.Request) error {
 		topics = append(topics, ti.Topic)
 	} else {
 		var err error
-		if topics, err = h.bus.GroupTopics(ctx); err != nil {
+		if topics, err = h.groups.GroupTopics(ctx); err != nil {
 			return err
 		}
 	}
 	out := adminGroupsJSON{Groups: []adminGroupJSON{}}
 	for _, topic := range topics {
-		groups, err := h.bus.Groups(ctx, topic)
+		groups, err := h.groups.Groups(ctx, topic)
 		if errors.Is(err, facade.ErrNotFound) {
 			continue // deleted since it was listed
 		}
@@ -102,7 +102,7 @@ func (h *Handler) deadLetterCounts(ctx context.Context, topic string) (map[strin
 	if strings.HasSuffix(topic, "**") {
 		scope = topic
 	}
-	_, end, err := h.bus.Scan(ctx, scope, inspect.Scan{From: 1, Max: maxScan, HeadersOnly: true}, func(e *inspect.StoredEvent) bool {
+	_, end, err := h.events.Scan(ctx, scope, inspect.Scan{From: 1, Max: maxScan, HeadersOnly: true}, func(e *inspect.StoredEvent) bool {
 		if g, ok := e.Event.Headers["dlq_group"]; ok {
 			counts[g]++
 		}
@@ -139,7 +139,7 @@ func (h *Handler) adminSeek(w http.ResponseWriter, r *http.Request) error {
 	case PosNone, PosEarliest:
 		next = 1
 	case PosLatest:
-		st, err := h.bus.StreamState(ctx, ti.Topic)
+		st, err := h.topics.StreamState(ctx, ti.Topic)
 		if err != nil {
 			return err
 		}
@@ -147,14 +147,14 @@ func (h *Handler) adminSeek(w http.ResponseWriter, r *http.Request) error {
 	case PosSeq:
 		next = pos.Seq
 	case PosTime:
-		next, err = h.bus.SeqAtTime(ctx, ti.Topic, pos.Time)
+		next, err = h.events.SeqAtTime(ctx, ti.Topic, pos.Time)
 	case PosID:
-		next, err = h.bus.SeqOfID(ctx, ti.Topic, pos.ID)
+		next, err = h.events.SeqOfID(ctx, ti.Topic, pos.ID)
 	}
 	if err != nil {
 		return fmt.Errorf("to: %w", err)
 	}
-	g, err := h.bus.SeekGroup(ctx, ti.Topic, group, next)
+	g, err := h.groups.SeekGroup(ctx, ti.Topic, group, next)
 	return h.writeGroup(ctx, w, r, ti.Topic, g, err, map[string]any{"next": next})
 }
 
@@ -212,7 +212,7 @@ func (h *Handler) adminPause(w http.ResponseWriter, r *http.Request) error {
 		}
 		until = h.cfg.Now().Add(d)
 	}
-	g, err := h.bus.PauseGroup(ctx, ti.Topic, group, until)
+	g, err := h.groups.PauseGroup(ctx, ti.Topic, group, until)
 	return h.writeGroup(ctx, w, r, ti.Topic, g, err, map[string]any{"pauseUntilMs": until.UnixMilli()})
 }
 
@@ -224,7 +224,7 @@ func (h *Handler) adminResume(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	g, err := h.bus.ResumeGroup(ctx, ti.Topic, group)
+	g, err := h.groups.ResumeGroup(ctx, ti.Topic, group)
 	return h.writeGroup(ctx, w, r, ti.Topic, g, err, nil)
 }
 
@@ -238,7 +238,7 @@ func (h *Handler) adminDeleteGroup(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	if err := h.bus.DeleteGroup(ctx, ti.Topic, group); err != nil {
+	if err := h.groups.DeleteGroup(ctx, ti.Topic, group); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"topic": ti.Topic, "group": group, "deleted": true})

@@ -38,7 +38,7 @@ func (h *Handler) adminDeleteKey(w http.ResponseWriter, r *http.Request) error {
 		}
 		o.ExpectedLastSeq = &seq
 	}
-	e, err := h.bus.DeleteKey(ctx, ti.Topic, key, o)
+	e, err := h.keys.DeleteKey(ctx, ti.Topic, key, o)
 	if err != nil {
 		return err
 	}

@@ -28,10 +28,10 @@ func TestRedriveStaysOnItsTopic(t *testing.T) {
 	}
 	var out map[string]any
 	e.mustCall(t, "POST", "/admin/deadletters/redrive?topic=orders.created&all=true", &out)
-	if n, err := e.bus.TopicCount(t.Context(), "payments.refund"); err != nil || n != 1 {
+	if n, err := e.bus.Admin().TopicCount(t.Context(), "payments.refund"); err != nil || n != 1 {
 		t.Fatalf("payments.refund holds %d events (%v) after a redrive of orders.created, want 1; answer %v", n, err, out)
 	}
-	if n, err := e.bus.TopicCount(t.Context(), "orders.created"); err != nil || n != 2 {
+	if n, err := e.bus.Admin().TopicCount(t.Context(), "orders.created"); err != nil || n != 2 {
 		t.Fatalf("orders.created holds %d events (%v) after the redrive, want 2", n, err)
 	}
 }

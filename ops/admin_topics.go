@@ -44,7 +44,7 @@ func (h *Handler) adminDescribeTopic(w http.ResponseWriter, r *http.Request) err
 }
 
 func (h *Handler) describeTopic(ctx context.Context, ti *inspect.Topic) (adminTopicJSON, error) {
-	sd, err := h.bus.DescribeStream(ctx, ti.Topic)
+	sd, err := h.topics.DescribeStream(ctx, ti.Topic)
 	if err != nil {
 		return adminTopicJSON{}, err
 	}
@@ -52,7 +52,7 @@ func (h *Handler) describeTopic(ctx context.Context, ti *inspect.Topic) (adminTo
 		Topic: ti.Topic, Stream: streamOf(sd), Filters: ti.Filters, Keyed: ti.Keyed, Compacted: ti.Compacted,
 		Shared: ti.Shared, DeadLetterTopic: facade.DeadLetterTopic(ti.Topic),
 	}
-	n, err := h.bus.TopicCount(ctx, out.DeadLetterTopic)
+	n, err := h.topics.TopicCount(ctx, out.DeadLetterTopic)
 	if err != nil && !errors.Is(err, facade.ErrNotFound) {
 		return out, err
 	}
@@ -76,7 +76,7 @@ func (h *Handler) adminDeclareTopic(w http.ResponseWriter, r *http.Request) erro
 	tc := inspect.TopicSettings{Topic: topic}
 	// Start from the existing stream's settings, so that a declare changes
 	// only what it names.
-	if ti, err := h.bus.Topic(ctx, topic); err == nil {
+	if ti, err := h.topics.Topic(ctx, topic); err == nil {
 		tc.MaxAge, tc.Compaction, tc.DuplicateWindow, tc.MaxBytes = ti.MaxAge, ti.Compacted, ti.DuplicateWindow, ti.MaxBytes
 	}
 	if q.Has("compaction") {
@@ -113,11 +113,11 @@ func (h *Handler) adminDeclareTopic(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	tc.Replicas = int(rep)
-	name, created, err := h.bus.DeclareTopicSettings(ctx, tc)
+	name, created, err := h.topics.DeclareTopicSettings(ctx, tc)
 	if err != nil {
 		return err
 	}
-	ti, err := h.bus.Topic(ctx, topic)
+	ti, err := h.topics.Topic(ctx, topic)
 	if err != nil {
 		return err
 	}
@@ -163,13 +163,13 @@ func (h *Handler) adminPurge(w http.ResponseWriter, r *http.Request) error {
 		case PosSeq:
 			upTo = pos.Seq
 		case PosID:
-			upTo, err = h.bus.SeqOfID(ctx, ti.Topic, pos.ID)
+			upTo, err = h.events.SeqOfID(ctx, ti.Topic, pos.ID)
 		case PosTime: // events stored before the time
-			upTo, err = h.bus.SeqAtTime(ctx, ti.Topic, pos.Time)
+			upTo, err = h.events.SeqAtTime(ctx, ti.Topic, pos.Time)
 			upTo = max(upTo, 1) - 1
 		case PosLatest:
 			var st inspect.StreamState
-			st, err = h.bus.StreamState(ctx, ti.Topic)
+			st, err = h.topics.StreamState(ctx, ti.Topic)
 			upTo = st.LastSeq
 		default:
 			upTo = 0
@@ -182,7 +182,7 @@ func (h *Handler) adminPurge(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 	}
-	purged, err := h.bus.Purge(ctx, ti.Topic, key, upTo)
+	purged, err := h.topics.Purge(ctx, ti.Topic, key, upTo)
 	if err != nil {
 		return err
 	}
@@ -199,7 +199,7 @@ func (h *Handler) adminDeleteTopic(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	if err := h.bus.DeleteTopic(ctx, topic); err != nil {
+	if err := h.topics.DeleteTopic(ctx, topic); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"topic": topic, "deleted": true})

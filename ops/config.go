@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -21,9 +22,17 @@ const (
 // Config configures a [Handler]. Only Bus is required; every other zero
 // value means its default.
 type Config struct {
-	// Bus is the event bus whose state the endpoints report (a
-	// *jetstream.Bus). Required. The Handler never closes it.
-	Bus Bus
+	// Bus is the event bus whose state the endpoints report, usually the
+	// admin handle of a *jetstream.Bus (bus.Admin()). Required. The
+	// Handler never closes it.
+	Bus Status
+	// Topics, Events, Groups, Keys and Export are the roles the endpoints
+	// use; each one left nil is Bus, which must then implement it.
+	Topics Topics
+	Events Events
+	Groups Groups
+	Keys   Keys
+	Export ExportSource
 	// Durability describes the durability the hub runs with; /readyz
 	// reports it as it is (e.g. "default: acknowledged before fsync").
 	Durability string
@@ -89,6 +98,9 @@ func (c Config) Validate() error {
 	if c.Bus == nil {
 		return ErrNoBus
 	}
+	if _, err := c.withRoles(); err != nil {
+		return err
+	}
 	if c.RequestTimeout < 0 || c.ReadyTimeout < 0 || c.ReplayWriteTimeout < 0 {
 		return errors.New("ops: negative timeout")
 	}
@@ -99,6 +111,7 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
+	c, _ = c.withRoles() // Validate has checked them
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout
 	}
@@ -124,4 +137,33 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
+}
+
+// ErrMissingRole is returned by [Config.Validate] when a role of Config is
+// nil and Config.Bus does not implement it.
+var ErrMissingRole = errors.New("ops: a role is nil and Config.Bus does not implement it")
+
+// withRoles returns c with each nil role set to c.Bus.
+func (c Config) withRoles() (Config, error) {
+	var err error
+	role(&c.Topics, c.Bus, "Topics", &err)
+	role(&c.Events, c.Bus, "Events", &err)
+	role(&c.Groups, c.Bus, "Groups", &err)
+	role(&c.Keys, c.Bus, "Keys", &err)
+	role(&c.Export, c.Bus, "Export", &err)
+	return c, err
+}
+
+// role sets *r to bus when *r is nil and bus implements R; it records in
+// *err the first role left unset.
+func role[R comparable](r *R, bus Status, name string, err *error) {
+	var zero R
+	if *r != zero {
+		return
+	}
+	if v, ok := bus.(R); ok {
+		*r = v
+	} else if *err == nil {
+		*err = fmt.Errorf("%w: Config.%s", ErrMissingRole, name)
+	}
 }

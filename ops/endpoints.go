@@ -29,10 +29,10 @@ func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.ReadyTimeout)
 	defer cancel()
 	var err error
-	if h.bus.Closed() {
+	if h.status.Closed() {
 		err = facade.ErrClosed
 	} else {
-		err = h.bus.Ready(ctx)
+		err = h.status.Ready(ctx)
 	}
 	if err != nil {
 		code, msg := wireError(err)
@@ -74,7 +74,7 @@ func (h *Handler) lookup(ctx context.Context, r *http.Request, pattern bool) (*i
 	if err := validTopic(topic, pattern); err != nil {
 		return nil, err
 	}
-	ti, err := h.bus.Topic(ctx, topic)
+	ti, err := h.topics.Topic(ctx, topic)
 	if errors.Is(err, facade.ErrNotFound) {
 		return nil, fmt.Errorf("%w: no stream holds topic %s", facade.ErrNotFound, topic)
 	}
@@ -119,7 +119,7 @@ func (h *Handler) cursors(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	groups, err := h.bus.Groups(ctx, ti.Topic)
+	groups, err := h.groups.Groups(ctx, ti.Topic)
 	if err != nil {
 		return err
 	}
@@ -196,7 +196,7 @@ func (h *Handler) lag(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	gl, err := h.bus.GroupLag(ctx, ti.Topic, group)
+	gl, err := h.groups.GroupLag(ctx, ti.Topic, group)
 	if err != nil {
 		return err
 	}
@@ -235,7 +235,7 @@ func (h *Handler) latestByKey(w http.ResponseWriter, r *http.Request) error {
 	if key == "" {
 		return fmt.Errorf("%w: key must not be empty", ErrBadRequest)
 	}
-	var kr facade.KeyReader = h.bus
+	var kr facade.KeyReader = h.events
 	got, err := kr.LatestByKey(ctx, topic, []string{key})
 	if err != nil {
 		return err
@@ -285,13 +285,13 @@ type topicsJSON struct {
 	Streams []streamJSON `json:"streams"`
 }
 
-// topics lists the streams that hold eventhub topics: the streams the hub
+// listTopics lists the streams that hold eventhub topics: the streams the hub
 // created (EH_*), streams capturing a configured topic pattern, and any
 // other stream with a group of the hub on it.
-func (h *Handler) topics(w http.ResponseWriter, r *http.Request) error {
+func (h *Handler) listTopics(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := h.requestContext(r)
 	defer cancel()
-	streams, err := h.bus.Streams(ctx)
+	streams, err := h.topics.Streams(ctx)
 	if err != nil {
 		return err
 	}

@@ -87,7 +87,7 @@ func WithBufferBytes(n int) ExportOption {
 // [facade.ErrUnknownID] (an id position that is not in the topic),
 // [ErrBadRequest], [facade.ErrUnavailable], ctx's error, or w's error.
 // Export is safe for concurrent use.
-func Export(ctx context.Context, bus Bus, w io.Writer, q Query, opts ...ExportOption) (ExportStats, error) {
+func Export(ctx context.Context, bus ExportSource, w io.Writer, q Query, opts ...ExportOption) (ExportStats, error) {
 	o := exportOptions{flushEvery: DefaultFlushEvery, bufferBytes: DefaultReplayBufferBytes, resolveTimeout: DefaultRequestTimeout}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
@@ -100,7 +100,7 @@ func Export(ctx context.Context, bus Bus, w io.Writer, q Query, opts ...ExportOp
 // ExportFile exports q (see [Export]) to the file at path, written to a
 // temporary file in the same directory and renamed when complete, so that
 // path never holds a partial export.
-func ExportFile(ctx context.Context, bus Bus, path string, q Query, opts ...ExportOption) (ExportStats, error) {
+func ExportFile(ctx context.Context, bus ExportSource, path string, q Query, opts ...ExportOption) (ExportStats, error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".partial-*")
 	if err != nil {
 		return ExportStats{}, fmt.Errorf("export: %w", err)
@@ -165,7 +165,7 @@ const (
 )
 
 // export is Export with its options resolved, writing to out.
-func export(ctx context.Context, bus Bus, q Query, o exportOptions, out sink) (ExportStats, error) {
+func export(ctx context.Context, bus ExportSource, q Query, o exportOptions, out sink) (ExportStats, error) {
 	var st ExportStats
 	if q.Limit < 0 {
 		return st, fmt.Errorf("%w: negative limit %d", ErrBadRequest, q.Limit)
@@ -250,7 +250,7 @@ func batchFor(bufferBytes int, avgSize uint64) int {
 // the first sequence to read, to the last (both inclusive). It reads the
 // stream's info once (which also gives the average message size) and
 // resolves each position with at most a few message lookups.
-func resolveRange(ctx context.Context, bus Bus, q Query) (ti *inspect.Topic, from, to, avgSize uint64, err error) {
+func resolveRange(ctx context.Context, bus ExportSource, q Query) (ti *inspect.Topic, from, to, avgSize uint64, err error) {
 	if err := facade.ValidateTopic(q.Topic); err != nil {
 		return nil, 0, 0, 0, err
 	}
@@ -390,7 +390,7 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) error {
 	out := &httpSink{w: w, rc: http.NewResponseController(w), timeout: h.cfg.ReplayWriteTimeout}
 	o := exportOptions{flushEvery: h.cfg.FlushEvery, bufferBytes: h.cfg.ReplayBufferBytes, resolveTimeout: h.cfg.RequestTimeout}
 	start := time.Now()
-	st, err := export(r.Context(), h.bus, q, o, out)
+	st, err := export(r.Context(), h.export, q, o, out)
 	log := h.log.With("topic", q.Topic, "from_seq", st.FromSeq, "to_seq", st.ToSeq,
 		"events", st.Events, "scanned", st.Scanned, "bytes", st.Bytes, "last_seq", st.LastSeq, "duration", time.Since(start))
 	switch {

@@ -17,7 +17,12 @@ import (
 // outlives a request, so it needs no Close.
 type Handler struct {
 	cfg     Config
-	bus     Bus
+	status  Status
+	topics  Topics
+	events  Events
+	groups  Groups
+	keys    Keys
+	export  ExportSource
 	log     *slog.Logger
 	mux     *http.ServeMux
 	replays chan struct{} // semaphore of running replays
@@ -55,7 +60,7 @@ type route struct {
 var routes = []route{
 	{"GET /healthz", probe, false, (*Handler).healthz},
 	{"GET /readyz", probe, false, (*Handler).readyz},
-	{"GET /topics", read, false, (*Handler).topics},
+	{"GET /topics", read, false, (*Handler).listTopics},
 	{"GET /cursors", read, true, (*Handler).cursors},
 	{"GET /lag", read, true, (*Handler).lag},
 	{"GET /latest-by-key", read, false, (*Handler).latestByKey},
@@ -100,7 +105,12 @@ func New(cfg Config) (*Handler, error) {
 	cfg = cfg.withDefaults()
 	h := &Handler{
 		cfg:     cfg,
-		bus:     cfg.Bus,
+		status:  cfg.Bus,
+		topics:  cfg.Topics,
+		events:  cfg.Events,
+		groups:  cfg.Groups,
+		keys:    cfg.Keys,
+		export:  cfg.Export,
 		log:     cfg.Logger,
 		replays: make(chan struct{}, cfg.MaxConcurrentReplays),
 	}

@@ -44,7 +44,7 @@ func newEnv(t testing.TB, bc jetstream.Config, oc ops.Config) *env {
 	}
 	t.Cleanup(func() { _ = bus.Close() })
 	e := &env{bus: bus, js: bus.JetStream(), logs: &logRecorder{}}
-	oc.Bus = bus
+	oc.Bus = bus.Admin()
 	oc.Now = func() time.Time {
 		if p := e.now.Load(); p != nil {
 			return *p

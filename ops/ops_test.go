@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -398,7 +399,7 @@ func TestReadyOwnedBus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := ops.New(ops.Config{Bus: bus, Durability: "default"})
+	h, err := ops.New(ops.Config{Bus: bus.Admin(), Durability: "default"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -532,12 +533,21 @@ func TestConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bus.Close()
-	if _, err := ops.New(ops.Config{Bus: bus, FlushEvery: -1}); err == nil {
+	if _, err := ops.New(ops.Config{Bus: bus.Admin(), FlushEvery: -1}); err == nil {
 		t.Fatal("negative FlushEvery accepted")
+	}
+	// The bus alone has the user API, not the operator's roles.
+	if _, err := ops.New(ops.Config{Bus: bus}); !errors.Is(err, ops.ErrMissingRole) || !strings.Contains(err.Error(), "Config.Topics") {
+		t.Fatalf("New with a bus that is no Topics: %v", err)
+	}
+	// Each role may come from its own value; nil ones are Bus.
+	a := bus.Admin()
+	if _, err := ops.New(ops.Config{Bus: bus, Topics: a, Events: a, Groups: a, Keys: a}); err != nil {
+		t.Fatalf("New with roles set one by one: %v", err)
 	}
 	// Register mounts the routes on another mux.
 	mux := http.NewServeMux()
-	h, err := ops.New(ops.Config{Bus: bus})
+	h, err := ops.New(ops.Config{Bus: bus.Admin()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -561,3 +571,14 @@ func mustRequest(t *testing.T, path string) *http.Request {
 	}
 	return r
 }
+
+// The admin handle plays every role of the endpoints, the bus the status
+// and export roles.
+var (
+	_ ops.Topics       = (*jetstream.Admin)(nil)
+	_ ops.Events       = (*jetstream.Admin)(nil)
+	_ ops.Groups       = (*jetstream.Admin)(nil)
+	_ ops.Keys         = (*jetstream.Admin)(nil)
+	_ ops.Status       = (*jetstream.Bus)(nil)
+	_ ops.ExportSource = (*jetstream.Bus)(nil)
+)

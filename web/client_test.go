@@ -260,7 +260,7 @@ func TestClientJS(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
 		defer cancel()
-		g, err := st.bus.Group(ctx, "web.client.retry", "g-retry")
+		g, err := st.bus.Admin().Group(ctx, "web.client.retry", "g-retry")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -70,7 +70,7 @@ func newStack(t testing.TB, token string) *stack {
 	t.Cleanup(func() { bus.Close() })
 
 	st := &stack{bus: bus, token: token, gwCfg: gateway.Config{Token: token}}
-	opsCfg := ops.Config{Bus: bus}
+	opsCfg := ops.Config{Bus: bus.Admin()}
 	if token != "" {
 		opsCfg.Authorize = func(r *http.Request) error {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")

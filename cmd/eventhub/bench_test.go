@@ -67,7 +67,7 @@ func TestBenchAgainstEmbeddedHub(t *testing.T) {
 		if err := run(t.Context(), args, env(nil), &bytes.Buffer{}, &errOut); err != nil {
 			t.Fatalf("%v\n%s", err, errOut.String())
 		}
-		if n, err := h.Bus.TopicCount(t.Context(), "bench.kept"); err != nil || n < 2 {
+		if n, err := h.Bus.Admin().TopicCount(t.Context(), "bench.kept"); err != nil || n < 2 {
 			t.Fatalf("the topic that was there before holds %d events (%v)", n, err)
 		}
 		if _, err := h.Bus.GetCursor(t.Context(), "bench.kept", "g1"); !errors.Is(err, facade.ErrNotFound) {
