@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -48,22 +47,7 @@ func TestHTTPCompareAndSet(t *testing.T) {
 
 func deleteReq(t *testing.T, url string, h map[string]string) httpResult {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodDelete, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range h {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	r := httpResult{status: resp.StatusCode, header: resp.Header}
-	_ = json.Unmarshal(b, &r.body)
-	return r
+	return do(t, http.MethodDelete, url, "", h)
 }
 
 // TestDeleteKeyNeedsPublishRight: deleting a key over WebSocket (DELETE)

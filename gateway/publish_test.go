@@ -22,7 +22,13 @@ type httpResult struct {
 
 func post(t *testing.T, url, body string, h map[string]string) httpResult {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	return do(t, http.MethodPost, url, body, h)
+}
+
+// do sends a request with headers h and reads its JSON answer.
+func do(t *testing.T, method, url, body string, h map[string]string) httpResult {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
