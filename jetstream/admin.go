@@ -35,8 +35,9 @@ func (b *Bus) Admin() *Admin { return &Admin{Bus: b} }
 // DeclareTopic creates the stream of topic tc.Pattern (a topic, not a
 // pattern) with tc's retention, size limit, duplicate window, compaction,
 // storage and replicas, or, when the hub's own stream of the topic exists,
-// sets its retention, size limit, duplicate window and compaction to tc's
-// (storage and replicas of an existing stream stay as they are). It
+// sets its retention, size limit, duplicate window and compaction to tc's,
+// and its delete markers when tc has them (storage and replicas of an
+// existing stream stay as they are). It
 // returns the stream's name and whether it was created. A stream that
 // captures the topic but is shared or made outside the hub is left alone:
 // [ErrNotOwnStream]. Making a stream compacted drops all but the newest
@@ -89,6 +90,9 @@ func (a *Admin) DeclareTopic(ctx context.Context, tc TopicConfig) (name string, 
 	}
 	sc := info.Config
 	sc.MaxAge, sc.MaxBytes, sc.MaxMsgsPerSubject, sc.Duplicates = want.MaxAge, want.MaxBytes, want.MaxMsgsPerSubject, want.Duplicates
+	if want.SubjectDeleteMarkerTTL > 0 {
+		sc.SubjectDeleteMarkerTTL, sc.AllowRollup, sc.DenyPurge = want.SubjectDeleteMarkerTTL, true, false
+	}
 	if _, err := b.js.UpdateStream(ctx, sc); err != nil {
 		return "", false, fmt.Errorf("update stream %s of %s: %w", ti.name, topic, translate(err))
 	}

@@ -115,6 +115,13 @@ type TopicConfig struct {
 	// Compaction keeps only the newest event per key; publishing without a
 	// key is refused with ErrKeyRequired.
 	Compaction bool `yaml:"compaction"`
+	// DeleteMarkerTTL, when set (1s or more), makes an expiring key a
+	// delete: when a key's newest event expires (its TTL or MaxAge),
+	// JetStream stores a delete marker on the key's subject in its place,
+	// which readers and subscribers see as the key's tombstone, and which is
+	// itself removed after DeleteMarkerTTL. It allows roll-ups on the
+	// stream (see docs/keys.md).
+	DeleteMarkerTTL time.Duration `yaml:"deleteMarkerTTL"`
 }
 
 // Validate reports the first invalid setting.
@@ -154,6 +161,9 @@ func (c Config) Validate() error {
 		}
 		if t.MaxAge < 0 || t.RetentionDays < 0 || t.MaxBytes < 0 || t.DuplicateWindow < 0 {
 			return fmt.Errorf("topics[%d] (%s): negative limit", i, t.Pattern)
+		}
+		if t.DeleteMarkerTTL != 0 && t.DeleteMarkerTTL < time.Second {
+			return fmt.Errorf("topics[%d] (%s): deleteMarkerTTL %v: want 1s or more (or 0: no markers)", i, t.Pattern, t.DeleteMarkerTTL)
 		}
 	}
 	return nil
@@ -321,6 +331,10 @@ func (c Config) streamConfig(topic string, tc TopicConfig) jetstream.StreamConfi
 	}
 	if sc.MaxAge > 0 && sc.Duplicates > sc.MaxAge {
 		sc.Duplicates = sc.MaxAge
+	}
+	if tc.DeleteMarkerTTL > 0 {
+		// The marker rolls the key's subject up (JetStream requires it).
+		sc.SubjectDeleteMarkerTTL, sc.AllowRollup = tc.DeleteMarkerTTL, true
 	}
 	return sc
 }

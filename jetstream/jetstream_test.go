@@ -309,6 +309,8 @@ func TestConfigValidate(t *testing.T) {
 		{"> before the end", jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "a.>.c"}}}, true},
 		{"* inside a segment", jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "a.b*"}}}, true},
 		{"empty segment", jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "a..b"}}}, true},
+		{"delete markers", jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "a.*", DeleteMarkerTTL: time.Minute}}}, false},
+		{"delete markers below a second", jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "a.*", DeleteMarkerTTL: time.Millisecond}}}, true},
 	}
 	for _, tc := range tests {
 		if err := tc.cfg.Validate(); (err != nil) != tc.wantErr {

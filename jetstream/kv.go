@@ -27,10 +27,19 @@ const (
 	opPurge  = "PURGE"
 )
 
-// isTombstone reports whether a message's headers mark it as a tombstone.
+// HeaderMarkerReason marks the message JetStream writes in place of a
+// key's newest message when that expires (its TTL or the stream's max age),
+// on streams with subject delete markers: "MaxAge", or "Remove" / "Purge"
+// (nats-server JSMarkerReason). Such a marker deletes the key as a
+// tombstone does.
+const HeaderMarkerReason = "Nats-Marker-Reason"
+
+// isTombstone reports whether a message's headers mark it as a tombstone:
+// the hub's (or a NATS key-value bucket's) delete or purge, or JetStream's
+// subject delete marker.
 func isTombstone(h nats.Header) bool {
 	op := h.Get(HeaderOperation)
-	return op == opDelete || op == opPurge
+	return op == opDelete || op == opPurge || h.Get(HeaderMarkerReason) != ""
 }
 
 // DeleteKey implements [facade.KeyDeleter]. The tombstone is a message on
