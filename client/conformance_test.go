@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -25,8 +26,12 @@ func TestConformance(t *testing.T) {
 func conformance(t *testing.T, cfg Config) {
 	bus, err := jetstream.Open(context.Background(), jetstream.OpenConfig{
 		Server: jetstream.ServerConfig{DataDir: t.TempDir(), Port: -1},
-		// The topic family of the wildcard cases.
-		Bus: jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "fam.**", Stream: "CONF_FAMILY"}}},
+		// The topic family of the wildcard cases, the topics of the key
+		// expiry case.
+		Bus: jetstream.Config{Topics: []jetstream.TopicConfig{
+			{Pattern: "fam.**", Stream: "CONF_FAMILY"},
+			{Pattern: "expiring.**", DeleteMarkerTTL: time.Second},
+		}},
 	})
 	if err != nil {
 		t.Fatalf("open bus: %v", err)
@@ -54,5 +59,6 @@ func conformance(t *testing.T, cfg Config) {
 		// LatestByKey has no WebSocket op; Filter runs in the client.
 		Features: facadetest.Features{NoKeys: true},
 		Family:   "fam",
+		Expiring: "expiring",
 	})
 }

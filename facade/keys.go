@@ -131,3 +131,45 @@ type KeyDeleter interface {
 	// stream), ErrWrongLastSeq, ErrUnavailable or ErrClosed.
 	DeleteKey(ctx context.Context, topic, key string, opts DeleteOptions) (*EventRecord, error)
 }
+
+// WatchOptions are the options of [KeyWatcher.Watch].
+type WatchOptions struct {
+	// KeyPrefix limits the watch to the keys that begin with it; "" watches
+	// every key. It is matched against keys as they are (see ValidateKey).
+	KeyPrefix string
+	// UpdatesOnly skips the current values: only changes stored after
+	// Watch is called are handed over.
+	UpdatesOnly bool
+	// After, when set, resumes a watch: instead of the current values,
+	// every change stored after this stream position (the Seq of the last
+	// event the watcher handled; 0: the whole history the topic keeps),
+	// then the changes that follow. On a compacted topic only each key's
+	// newest change is still there to be read.
+	After *uint64
+}
+
+// KeyWatcher is the optional capability to watch the keys of a keyed topic,
+// as a NATS key-value watcher does.
+type KeyWatcher interface {
+	// Watch hands fn, for the keys of topic that begin with
+	// opts.KeyPrefix: first the current value of each (its newest event as
+	// of one stream position; deleted keys are left out), then nil, which
+	// marks that the current values are complete, then every change as it
+	// is stored: new values, and deletes as tombstones (Deleted set, a null
+	// payload; an expired key's delete marker, on topics configured with
+	// them, is one too). With opts.After or opts.UpdatesOnly the current
+	// values are skipped and nil comes once the changes stored before
+	// Watch was called have been handed over. Unkeyed events are not
+	// watched.
+	//
+	// Calls of fn are sequential, in stream order; no event is handed over
+	// twice and none is skipped after the current values' position (on a
+	// compacted topic a key's intermediate values may be replaced before
+	// they are read). Watch returns once nil was handed over; the changes
+	// follow until the subscription is stopped or the bus closes. To resume
+	// after a stop, watch again with After set to the Seq of the last event
+	// fn handled. Errors wrap ErrBadTopic, ErrBadKey (a prefix that is not
+	// a valid key, a topic whose stream has no keys), ErrUnavailable or
+	// ErrClosed.
+	Watch(ctx context.Context, topic string, opts WatchOptions, fn func(*EventRecord)) (Subscription, error)
+}

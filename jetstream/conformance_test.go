@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
@@ -13,9 +14,13 @@ import (
 	"github.com/eventhub/eventhub/jetstream"
 )
 
-// familyConfig declares the topic family of the wildcard cases.
+// familyConfig declares the topic family of the wildcard cases and the
+// topics of the key expiry case.
 func familyConfig() jetstream.Config {
-	return jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "fam.**", Stream: "CONF_FAMILY"}}}
+	return jetstream.Config{Topics: []jetstream.TopicConfig{
+		{Pattern: "fam.**", Stream: "CONF_FAMILY"},
+		{Pattern: "expiring.**", DeleteMarkerTTL: time.Second},
+	}}
 }
 
 // TestConformanceEmbedded runs the facade suite against buses on an embedded
@@ -41,8 +46,9 @@ func TestConformanceEmbedded(t *testing.T) {
 			srv.WaitForShutdown()
 			srv = natstest.RunEmbeddedIn(outer, dir, 0) // owned by the whole test
 		},
-		Native: func(t testing.TB) facadetest.Native { return natstest.Native(t, current().ClientURL()) },
-		Family: "fam",
+		Native:   func(t testing.TB) facadetest.Native { return natstest.Native(t, current().ClientURL()) },
+		Family:   "fam",
+		Expiring: "expiring",
 	})
 }
 
@@ -59,8 +65,9 @@ func TestConformanceExternal(t *testing.T) {
 			t.Cleanup(func() { _ = b.Close() })
 			return b
 		},
-		Restart: func(t testing.TB) { p.Restart() },
-		Native:  func(t testing.TB) facadetest.Native { return natstest.Native(t, p.URL()) },
-		Family:  "fam",
+		Restart:  func(t testing.TB) { p.Restart() },
+		Native:   func(t testing.TB) facadetest.Native { return natstest.Native(t, p.URL()) },
+		Family:   "fam",
+		Expiring: "expiring",
 	})
 }

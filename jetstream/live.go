@@ -215,6 +215,13 @@ func (b *Bus) ReadAfter(ctx context.Context, topic string, after uint64, limit i
 	if err != nil {
 		return res, err
 	}
+	return b.readAfter(ctx, ti, ti.filters, after, limit, fn)
+}
+
+// readAfter is [Bus.ReadAfter] of the subjects filters of ti's stream.
+func (b *Bus) readAfter(ctx context.Context, ti *topicInfo, filters []string, after uint64, limit int, fn func(*facade.EventRecord) error) (facade.ReadResult, error) {
+	var res facade.ReadResult
+	topic := ti.topic
 	info, err := ti.stream.Info(ctx)
 	if err != nil {
 		return res, fmt.Errorf("read %s: %w", topic, translate(err))
@@ -226,7 +233,7 @@ func (b *Bus) ReadAfter(ctx context.Context, topic string, after uint64, limit i
 		return res, nil
 	}
 	oc, err := ti.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: ti.filters,
+		FilterSubjects: filters,
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:    after + 1,
 	})

@@ -29,6 +29,10 @@ type Env struct {
 	// {pattern: Family + ".**", stream: …}); the wildcard-subscription
 	// cases read patterns below it. Empty skips them.
 	Family string
+	// Expiring, when set, is a topic prefix whose topics turn an expired
+	// key into a delete (configured with {pattern: Expiring + ".**",
+	// deleteMarkerTTL: 1s}). Empty skips the case.
+	Expiring string
 	// Features switches off cases an implementation cannot support.
 	Features Features
 }

@@ -66,6 +66,8 @@ func Run(t *testing.T, env Env) {
 		{"CompareAndSetKey", testCompareAndSet, false, false},
 		{"DeleteKey", testDeleteKey, false, false},
 		{"KeyTTL", testKeyTTL, false, false},
+		{"WatchKeys", testWatch, false, false},
+		{"WatchKeyExpiry", testWatchExpiry, env.Expiring == "", false},
 		{"PlainNATSPublisherToHub", testInteropIn, env.Native == nil, false},
 		{"HubToPlainJetStreamConsumer", testInteropOut, env.Native == nil, false},
 		{"RestartKeepsEventsAndCursors", testRestart, env.Restart == nil || env.Features.NoCursors, true},
