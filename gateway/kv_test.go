@@ -6,8 +6,10 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/jetstream"
@@ -218,5 +220,99 @@ func TestLiveSnapshotLeavesDeletedKeysOut(t *testing.T) {
 	e := c.liveEvents(1)[0]
 	if !e.Deleted || e.Key != "b" || string(e.Payload) != "null" {
 		t.Fatalf("live event after deleting b: %+v (%s), want its tombstone", e, e.Payload)
+	}
+}
+
+// TestLiveWatch: a live SUBSCRIBE with key_prefix watches the keys of a
+// prefix: the snapshot holds their current values (deleted and other keys
+// left out), the OK ends it, then their changes follow, deletes as
+// tombstones; since resumes it; SSE takes key_prefix too. It needs the
+// subscribe right on the topic.
+func TestLiveWatch(t *testing.T) {
+	bus := newBus(t)
+	auth := AuthenticatorFunc(func(_ context.Context, token string) (Principal, error) {
+		if token == "reader" {
+			return testPrincipal{sub: []string{"kv."}}, nil
+		}
+		return nil, errors.New("unknown token")
+	})
+	g := newGateway(t, bus, Config{Authenticator: auth})
+	pubKey := func(key, v string) *facade.EventRecord {
+		t.Helper()
+		e, err := bus.Publish(t.Context(), "kv.watch", json.RawMessage(v), facade.PublishOptions{Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	del := func(key string) *facade.EventRecord {
+		t.Helper()
+		e, err := bus.DeleteKey(t.Context(), "kv.watch", key, facade.DeleteOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	keysOf := func(es []*facade.EventRecord) []string {
+		var out []string
+		for _, e := range es {
+			k := e.Key
+			if e.Deleted {
+				k = "-" + k
+			}
+			out = append(out, k)
+		}
+		return out
+	}
+	a1 := pubKey("room:a", `1`)
+	pubKey("hall:x", `1`)
+	pubKey("room:b", `1`)
+	del("room:b")
+	publish(t, bus, "kv.watch", `"unkeyed"`)
+
+	c := dialAuth(t, g.url, "reader")
+	c.errCode(liveFrame("secret.watch", `{"snapshot":true,"key_prefix":""}`), wire.CodeForbidden)
+	c.errCode(liveFrame("kv.other", `{"key_prefix":"`+strings.Repeat("k", facade.MaxKeyLen+1)+`"}`), wire.CodeBadKey)
+	ok := c.ok(liveFrame("kv.watch", `{"snapshot":true,"key_prefix":"room:"}`))
+	if ok.Recovered == nil || !*ok.Recovered {
+		t.Fatalf("watch OK %+v, want recovered", ok)
+	}
+	if got := c.liveEvents(1); got[0].ID != a1.ID {
+		t.Fatalf("snapshot %v, want room:a", keysOf(got))
+	}
+	c.noEvent(200 * time.Millisecond)
+	pubKey("hall:x", `2`)
+	pubKey("room:c", `1`)
+	publish(t, bus, "kv.watch", `"unkeyed"`)
+	last := del("room:a")
+	if got := keysOf(c.liveEvents(2)); !slices.Equal(got, []string{"room:c", "-room:a"}) {
+		t.Fatalf("changes %v, want room:c, -room:a", got)
+	}
+	c.noEvent(200 * time.Millisecond)
+
+	// Resumed after the last change seen.
+	pubKey("room:d", `1`)
+	pubKey("hall:x", `3`)
+	r := dialAuth(t, g.url, "reader")
+	r.ok(liveFrame("kv.watch", `{"since":{"seq":`+strconv.FormatUint(last.Seq, 10)+`},"key_prefix":"room:"}`))
+	if got := keysOf(r.liveEvents(1)); !slices.Equal(got, []string{"room:d"}) {
+		t.Fatalf("resumed with %v, want room:d", got)
+	}
+	r.noEvent(200 * time.Millisecond)
+
+	// SSE.
+	s, code := openSSE(t, g.http+"/sse/kv.watch?snapshot=true&key_prefix=room:&access_token=reader", nil)
+	if code != http.StatusOK {
+		t.Fatalf("SSE watch: %d", code)
+	}
+	var got []string
+	for ev := s.next(); ev.event != "ready"; ev = s.next() {
+		got = append(got, ev.data)
+	}
+	if len(got) != 2 || !strings.Contains(got[0], `"key":"room:c"`) || !strings.Contains(got[1], `"key":"room:d"`) {
+		t.Fatalf("SSE snapshot %v, want room:c and room:d", got)
+	}
+	if _, code := openSSE(t, g.http+"/sse/secret.watch?snapshot=true&key_prefix=room:&access_token=reader", nil); code != http.StatusForbidden {
+		t.Fatalf("SSE watch of a topic the token may not read: %d, want 403", code)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/eventhub/eventhub/facade"
@@ -94,6 +95,7 @@ type liveSub struct {
 	lt      *liveTopic
 	sink    liveSink
 	release func() // the subscription quota's; nil: none
+	keys    *string // a watch's key prefix; nil: every event
 
 	mu       sync.Mutex
 	catching bool         // recovering: live events wait in pending
@@ -120,7 +122,7 @@ func (sub *liveSub) offer(ev *liveEvent) {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
 	switch {
-	case sub.dead:
+	case sub.dead, !sub.watches(ev.e):
 	case sub.catching:
 		if len(sub.pending) >= sub.lt.gw.cfg.LivePending {
 			sub.dead = true // the sink is told by the recovery
@@ -148,7 +150,7 @@ func (g *Gateway) follow(ctx context.Context, topic string, opts wire.LiveOption
 	if err != nil {
 		return nil, err
 	}
-	sub := &liveSub{lt: lt, sink: sink, catching: opts.Since != nil || opts.Snapshot}
+	sub := &liveSub{lt: lt, sink: sink, catching: opts.Since != nil || opts.Snapshot, keys: opts.KeyPrefix}
 	lt.mu.Lock()
 	lt.subs[sub] = struct{}{}
 	if !sub.catching {
@@ -260,7 +262,7 @@ func (sub *liveSub) sendRecovered(e *facade.EventRecord) error {
 	if sub.dead {
 		return wire.ErrSlowClient
 	}
-	if e.Seq <= sub.last {
+	if e.Seq <= sub.last || !sub.watches(e) {
 		return nil
 	}
 	sub.last = e.Seq
@@ -269,6 +271,12 @@ func (sub *liveSub) sendRecovered(e *facade.EventRecord) error {
 		return wire.ErrSlowClient
 	}
 	return nil
+}
+
+// watches reports whether e is for sub: a watch takes the keyed events of
+// its prefix.
+func (sub *liveSub) watches(e *facade.EventRecord) bool {
+	return sub.keys == nil || e.Key != "" && strings.HasPrefix(e.Key, *sub.keys)
 }
 
 // positionOf resolves a SUBSCRIBE's since.

@@ -60,8 +60,8 @@ func (s *session) subscribeLive(f *wire.Frame) error {
 	if err := wire.DecodeOpts(f.Opts, &o); err != nil {
 		return err
 	}
-	if o.Since != nil && o.Snapshot {
-		return wire.Errorf(wire.CodeBadRequest, "opts: since and snapshot exclude each other")
+	if err := validLive(o); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	_, dup := s.lives[f.Topic]
@@ -124,5 +124,18 @@ func (s *session) unsubscribeLive(f *wire.Frame) error {
 	s.mu.Unlock()
 	s.gw.unfollow(ls)
 	s.sendOK(f.Corr)
+	return nil
+}
+
+// validLive checks the opts of a live SUBSCRIBE (or an SSE request).
+func validLive(o wire.LiveOptions) error {
+	if o.Since != nil && o.Snapshot {
+		return wire.Errorf(wire.CodeBadRequest, "opts: since and snapshot exclude each other")
+	}
+	if o.KeyPrefix != nil {
+		if err := facade.ValidateKey(*o.KeyPrefix); err != nil {
+			return fmt.Errorf("opts.key_prefix: %w", err)
+		}
+	}
 	return nil
 }

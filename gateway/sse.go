@@ -73,8 +73,8 @@ func (k *sseSink) sendReady(r liveReady) {
 	}
 }
 
-// serveSSE is GET /sse/{topic}[?since=seq|&snapshot=true]: admission,
-// the follow, then the write loop.
+// serveSSE is GET /sse/{topic}[?since=seq|&snapshot=true][&key_prefix=p]:
+// admission, the follow, then the write loop.
 func (g *Gateway) serveSSE(w http.ResponseWriter, r *http.Request) {
 	if tok := r.URL.Query().Get("access_token"); tok != "" && r.Header.Get("Authorization") == "" {
 		r.Header.Set("Authorization", "Bearer "+tok)
@@ -214,7 +214,7 @@ func (g *Gateway) writeSSE(w http.ResponseWriter, r *http.Request, p Principal, 
 }
 
 // sseOptions reads since (or the Last-Event-ID an EventSource sends when it
-// reconnects) and snapshot.
+// reconnects), snapshot and key_prefix.
 func sseOptions(r *http.Request) (wire.LiveOptions, error) {
 	var o wire.LiveOptions
 	q := r.URL.Query()
@@ -236,5 +236,9 @@ func sseOptions(r *http.Request) (wire.LiveOptions, error) {
 	default:
 		return o, wire.Errorf(wire.CodeBadRequest, "snapshot: want true or false")
 	}
-	return o, nil
+	if q.Has("key_prefix") {
+		prefix := q.Get("key_prefix")
+		o.KeyPrefix = &prefix
+	}
+	return o, validLive(o)
 }

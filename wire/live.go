@@ -8,6 +8,10 @@ type LiveOptions struct {
 	// Snapshot sends the newest event of every key of the (keyed) topic
 	// first, then the events stored after it.
 	Snapshot bool `json:"snapshot,omitempty"`
+	// KeyPrefix, when set, makes the subscription a watch: only keyed
+	// events whose key begins with it ("": every keyed event), in the
+	// snapshot, the recovery and the live events.
+	KeyPrefix *string `json:"key_prefix,omitempty"`
 }
 
 // LivePosition is a position in a topic's stream: the seq of an event (as
