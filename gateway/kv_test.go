@@ -6,8 +6,8 @@ import (
 	"errors"
 	"net/http"
 	"slices"
-	"strings"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 

@@ -94,7 +94,7 @@ type liveTopic struct {
 type liveSub struct {
 	lt      *liveTopic
 	sink    liveSink
-	release func() // the subscription quota's; nil: none
+	release func()  // the subscription quota's; nil: none
 	keys    *string // a watch's key prefix; nil: every event
 
 	mu       sync.Mutex
