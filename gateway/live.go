@@ -94,8 +94,9 @@ type liveTopic struct {
 type liveSub struct {
 	lt      *liveTopic
 	sink    liveSink
-	release func()  // the subscription quota's; nil: none
-	keys    *string // a watch's key prefix; nil: every event
+	release func() // the subscription quota's; nil: none
+
+	keys *string // a watch's key prefix; nil: every event
 
 	mu       sync.Mutex
 	catching bool         // recovering: live events wait in pending
