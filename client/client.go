@@ -332,13 +332,18 @@ func (c *Client) live(ctx context.Context) (*conn, error) {
 
 // call sends f on the live connection and waits for its OK or ERR.
 func (c *Client) call(ctx context.Context, f *wire.Frame) (*wire.Frame, error) {
+	return c.callThen(ctx, f, nil)
+}
+
+// callThen is call with onOK as for [conn.requestThen].
+func (c *Client) callThen(ctx context.Context, f *wire.Frame, onOK func()) (*wire.Frame, error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	cn, err := c.live(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return cn.request(ctx, f)
+	return cn.requestThen(ctx, f, onOK)
 }
 
 // Close closes the connection (the gateway hands every unacknowledged event
@@ -402,7 +407,7 @@ type conn struct {
 	batch atomic.Bool
 
 	mu      sync.Mutex
-	pending map[string]chan *wire.Frame
+	pending map[string]waiter
 	deadErr error
 	dead    chan struct{} // closed when the connection is unusable
 
@@ -414,7 +419,7 @@ func newConn(c *Client, ws *websocket.Conn, gen uint64) *conn {
 	cn := &conn{
 		c: c, ws: ws, gen: gen,
 		out:     make(chan []byte, c.cfg.OutboundQueue),
-		pending: make(map[string]chan *wire.Frame),
+		pending: make(map[string]waiter),
 		dead:    make(chan struct{}),
 	}
 	// The read deadline is idle + idle/16 after a frame; see read.
@@ -533,11 +538,14 @@ func (cn *conn) frame(data []byte, scratch *wire.Frame) {
 			return
 		}
 		cn.mu.Lock()
-		ch := cn.pending[f.Corr]
+		w := cn.pending[f.Corr]
 		delete(cn.pending, f.Corr)
 		cn.mu.Unlock()
-		if ch != nil {
-			ch <- f
+		if w.onOK != nil && f.Op == wire.OpOK {
+			w.onOK()
+		}
+		if w.ch != nil {
+			w.ch <- f
 		}
 	case wire.OpEvent:
 		cn.c.dispatch(cn, f)
@@ -642,9 +650,21 @@ func (cn *conn) send(ctx context.Context, b []byte) error {
 	}
 }
 
+// waiter is a request awaiting its answer.
+type waiter struct {
+	ch   chan *wire.Frame
+	onOK func() // run by the reader on an OK, before the frames after it
+}
+
 // request sends f with a fresh corr and waits for the OK (returned) or ERR
 // (returned as a *facade.Error with the frame's code).
 func (cn *conn) request(ctx context.Context, f *wire.Frame) (*wire.Frame, error) {
+	return cn.requestThen(ctx, f, nil)
+}
+
+// requestThen is request with onOK run by the connection's reader when the
+// answer is an OK, before it handles the next frame.
+func (cn *conn) requestThen(ctx context.Context, f *wire.Frame, onOK func()) (*wire.Frame, error) {
 	f.Corr = strconv.FormatUint(cn.c.corr.Add(1), 36)
 	b, err := wire.Encode(f)
 	if err != nil {
@@ -656,7 +676,7 @@ func (cn *conn) request(ctx context.Context, f *wire.Frame) (*wire.Frame, error)
 		cn.mu.Unlock()
 		return nil, fmt.Errorf("%w: connection lost: %w", facade.ErrUnavailable, cn.err())
 	}
-	cn.pending[f.Corr] = ch
+	cn.pending[f.Corr] = waiter{ch: ch, onOK: onOK}
 	cn.mu.Unlock()
 	forget := func() {
 		cn.mu.Lock()

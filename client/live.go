@@ -11,7 +11,10 @@ import (
 	"github.com/eventhub/eventhub/wire"
 )
 
-var _ facade.Follower = (*Client)(nil)
+var (
+	_ facade.Follower   = (*Client)(nil)
+	_ facade.KeyWatcher = (*Client)(nil)
+)
 
 // follow is one live subscription of the client; it survives reconnects.
 type follow struct {
@@ -19,6 +22,10 @@ type follow struct {
 	topic string
 	fn    func(*facade.EventRecord)
 	last  atomic.Uint64 // position of the last event handed to fn
+	// keys is a watch's key prefix (nil: a follow); snapshot: its first
+	// SUBSCRIBE asks for the current values.
+	keys     *string
+	snapshot bool
 	// established: its first SUBSCRIBE was answered; until then a
 	// reconnect leaves it to Follow, which sends it on the new connection.
 	established atomic.Bool
@@ -34,14 +41,20 @@ var _ facade.Subscription = (*follow)(nil)
 // event it saw, or after `after` the first time.
 func (f *follow) frame(after uint64, first bool) *wire.Frame {
 	fr := &wire.Frame{Op: wire.OpSubscribe, Topic: f.topic}
+	o := wire.LiveOptions{KeyPrefix: f.keys}
 	pos := f.last.Load()
 	if first {
-		if after == facade.AfterNow {
-			return fr
-		}
 		pos = after
 	}
-	fr.Opts, _ = json.Marshal(wire.LiveOptions{Since: &wire.LivePosition{Seq: pos}})
+	switch {
+	case first && f.snapshot:
+		o.Snapshot = true
+	case !first || after != facade.AfterNow:
+		o.Since = &wire.LivePosition{Seq: pos}
+	}
+	if o != (wire.LiveOptions{}) {
+		fr.Opts, _ = json.Marshal(o)
+	}
 	return fr
 }
 
@@ -56,10 +69,42 @@ func (c *Client) Follow(ctx context.Context, topic string, after uint64, fn func
 	if fn == nil {
 		return nil, fmt.Errorf("%w: nil handler", facade.ErrInvalidOption)
 	}
+	return c.follow(ctx, &follow{c: c, topic: topic, fn: fn, done: make(chan struct{})}, after, nil)
+}
+
+// Watch implements [facade.KeyWatcher] with a live SUBSCRIBE with
+// key_prefix (and snapshot, or since = opts.After): the gateway sends the
+// current values, then the OK, on which fn gets nil, then the changes. fn
+// runs on the connection's reader goroutine, as for [Client.Follow]; after
+// a reconnect the watch resumes after the last position fn saw. A
+// connection has one live subscription per topic: a watch and a Follow of
+// one topic need two clients.
+func (c *Client) Watch(ctx context.Context, topic string, opts facade.WatchOptions, fn func(*facade.EventRecord)) (facade.Subscription, error) {
+	if fn == nil {
+		return nil, fmt.Errorf("%w: nil handler", facade.ErrInvalidOption)
+	}
+	if opts.After != nil && opts.UpdatesOnly {
+		return nil, fmt.Errorf("%w: After and UpdatesOnly exclude each other", facade.ErrInvalidOption)
+	}
+	if err := facade.ValidateKey(opts.KeyPrefix); err != nil {
+		return nil, fmt.Errorf("key prefix: %w", err)
+	}
+	f := &follow{c: c, topic: topic, fn: fn, done: make(chan struct{}),
+		keys: &opts.KeyPrefix, snapshot: opts.After == nil && !opts.UpdatesOnly}
+	after := facade.AfterNow
+	if opts.After != nil {
+		after = *opts.After
+	}
+	return c.follow(ctx, f, after, func() { fn(nil) })
+}
+
+// follow starts f after position after; onOK runs on the reader goroutine
+// when its first SUBSCRIBE is answered.
+func (c *Client) follow(ctx context.Context, f *follow, after uint64, onOK func()) (facade.Subscription, error) {
+	topic := f.topic
 	if err := facade.ValidateTopic(topic); err != nil {
 		return nil, err
 	}
-	f := &follow{c: c, topic: topic, fn: fn, done: make(chan struct{})}
 	if after != facade.AfterNow {
 		f.last.Store(after)
 	}
@@ -75,7 +120,7 @@ func (c *Client) Follow(ctx context.Context, topic string, after uint64, fn func
 	}
 	c.lives[topic] = f
 	c.mu.Unlock()
-	r, err := c.call(ctx, f.frame(after, true))
+	r, err := c.callThen(ctx, f.frame(after, true), onOK)
 	if err != nil {
 		c.mu.Lock()
 		if c.lives[topic] == f {
