@@ -1,6 +1,8 @@
 package hub_test
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -8,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/facade"
@@ -48,7 +51,7 @@ func docCurl(t *testing.T, page, marker string, vars map[string]string, base str
 	for i := 1; i < len(words); i++ {
 		w := strings.Trim(words[i], `'"`)
 		switch words[i] {
-		case "-s":
+		case "-s", "-N":
 		case "-X":
 			i++
 			method = words[i]
@@ -116,5 +119,43 @@ func TestKeyDeleteDocCommands(t *testing.T) {
 		if e, ok := got[tc.key]; ok {
 			t.Fatalf("%s: after the delete the key has %+v", tc.page, e)
 		}
+	}
+}
+
+// TestKeyWatchDocCommand runs the SSE watch command of docs/keys.md against
+// a hub: the current values of the prefix's keys come before the ready
+// event, other keys do not.
+func TestKeyWatchDocCommand(t *testing.T) {
+	const token = "s3cret-static-token-for-docs"
+	h := startHub(t, hub.Config{NATS: hub.NATSConfig{Memory: true, Port: -1}, Auth: auth.Config{Token: token}})
+	for _, key := range []string{"host:stt:1", "web:nginx:2"} {
+		if _, err := h.Bus.Publish(t.Context(), "process.state", json.RawMessage(`{"status":"alive"}`), facade.PublishOptions{Key: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := docCurl(t, "../docs/keys.md", "key_prefix=", nil, "http://"+h.Addr("ws"))
+	req.Header.Set("Authorization", strings.Replace(req.Header.Get("Authorization"), "s3cret", token, 1))
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %d", req.URL, resp.StatusCode)
+	}
+	var got []string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() && sc.Text() != "event: ready" {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			got = append(got, data)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("no ready event: %v", err)
+	}
+	if len(got) != 1 || !strings.Contains(got[0], `"key":"host:stt:1"`) {
+		t.Fatalf("current values %v, want host:stt:1 only", got)
 	}
 }

@@ -235,6 +235,7 @@ func TestDocsCommands(t *testing.T) {
 	skipBlock("docs/configuration.md", "eventhub token -sub alice", "starts the compose file, as the block above; eventhub token runs in the auth quick start")
 	skipBlock("docs/nats.md", "nats pub heartbeat.received", "needs the nats CLI")
 	skipBlock("docs/keys.md", "curl -X DELETE", "hub's TestKeyDeleteDocCommands runs it against a hub's gateway and HTTP ports")
+	skipBlock("docs/keys.md", "key_prefix=", "hub's TestKeyWatchDocCommand runs it against a hub's gateway port")
 	skipBlock("docs/keys.md", "nats pub -J", "needs the nats CLI")
 	skipBlock("docs/keys.md", "nats stream get", "needs the nats CLI")
 	// ./scripts/test runs the suite this test is part of.
