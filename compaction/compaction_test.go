@@ -297,3 +297,39 @@ func TestCompactorDeletesKeys(t *testing.T) {
 		return nil
 	})
 }
+
+// TestCompactorExpiredKey: on a source topic with delete markers, a key
+// whose event expires is deleted from the snapshot too.
+func TestCompactorExpiredKey(t *testing.T) {
+	srv := natstest.RunEmbedded(t)
+	cfg := jetstream.Config{Topics: []jetstream.TopicConfig{
+		{Pattern: "presence", DeleteMarkerTTL: time.Second},
+		{Pattern: "presence.snapshot", Compaction: true},
+	}}
+	app, err := jetstream.New(natstest.InProcessConn(t, srv), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = app.Close() })
+	c, err := compaction.Start(t.Context(), app, compaction.Config{Source: "presence"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	for _, o := range []facade.PublishOptions{{Key: "gone", TTLSeconds: 2}, {Key: "stays"}} {
+		if _, err := app.Publish(t.Context(), "presence", json.RawMessage(`{"status":"alive"}`), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := func(present bool) func() error {
+		return func() error {
+			snap := latest(t, app, "presence.snapshot")
+			if (snap["gone"] != nil) != present || snap["stays"] == nil {
+				return fmt.Errorf("snapshot %v: want gone present %v, stays", snap, present)
+			}
+			return nil
+		}
+	}
+	testutil.CheckFor(t, 10*time.Second, want(true))  // copied
+	testutil.CheckFor(t, 15*time.Second, want(false)) // deleted once it expired
+}

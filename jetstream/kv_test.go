@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	njs "github.com/nats-io/nats.go/jetstream"
 
@@ -36,5 +37,45 @@ func TestTTLNeedsStreamThatAllowsIt(t *testing.T) {
 	}
 	if _, err := b.Publish(t.Context(), "hub.ttl", json.RawMessage(`1`), facade.PublishOptions{Key: "k", TTLSeconds: 5}); err != nil {
 		t.Fatalf("ttl on the hub's own stream: %v", err)
+	}
+}
+
+// TestDeclareTopicDeleteMarkers: declaring deleteMarkerTTL for a topic
+// whose stream exists without delete markers turns them on (with the
+// roll-ups JetStream needs for them); a declaration without it leaves them.
+func TestDeclareTopicDeleteMarkers(t *testing.T) {
+	b, nc := newBus(t, jetstream.Config{})
+	pub(t, b, "dm.t", `1`, "k")
+	js, err := njs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	markers := func() (time.Duration, bool) {
+		t.Helper()
+		name, err := js.StreamNameBySubject(t.Context(), "dm.t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := js.Stream(t.Context(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := s.CachedInfo().Config
+		return c.SubjectDeleteMarkerTTL, c.AllowRollup
+	}
+	if ttl, _ := markers(); ttl != 0 {
+		t.Fatalf("a stream made without deleteMarkerTTL has markers (%v)", ttl)
+	}
+	if _, created, err := b.Admin().DeclareTopic(t.Context(), jetstream.TopicConfig{Pattern: "dm.t", DeleteMarkerTTL: 2 * time.Second}); err != nil || created {
+		t.Fatalf("declare: created %v, %v", created, err)
+	}
+	if ttl, rollup := markers(); ttl != 2*time.Second || !rollup {
+		t.Fatalf("declared markers: ttl %v, roll-ups %v; want 2s, true", ttl, rollup)
+	}
+	if _, _, err := b.Admin().DeclareTopic(t.Context(), jetstream.TopicConfig{Pattern: "dm.t"}); err != nil {
+		t.Fatal(err)
+	}
+	if ttl, _ := markers(); ttl != 2*time.Second {
+		t.Fatalf("a declaration without deleteMarkerTTL changed the markers to %v", ttl)
 	}
 }
