@@ -144,7 +144,8 @@ type WatchOptions struct {
 	// every change stored after this stream position (the Seq of the last
 	// event the watcher handled; 0: the whole history the topic keeps),
 	// then the changes that follow. On a compacted topic only each key's
-	// newest change is still there to be read.
+	// newest change is still there to be read. After and UpdatesOnly
+	// exclude each other (ErrInvalidOption).
 	After *uint64
 }
 
