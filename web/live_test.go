@@ -207,6 +207,32 @@ func TestClientLive(t *testing.T) {
 		}
 	})
 
+	t.Run("a watch keeps to the keys with its keyPrefix, snapshot and live", func(t *testing.T) {
+		pub := func(key string, v int) *facade.EventRecord {
+			return st.publishJSON(t, "process.state", map[string]int{"v": v}, facade.PublishOptions{Key: key})
+		}
+		pub("room:x", 1)
+		pub("desk:y", 1)
+		got := eval[string](t, b, `(async () => {
+			await ssub.unsubscribe();
+			window.watchGot = [];
+			await lc.live("process.state", e => { watchGot.push(e.key + "=" + JSON.stringify(e.payload)); },
+				{snapshot: true, keyPrefix: "room:"});
+			return watchGot.join(",");
+		})()`)
+		if got != `room:x={"v":1}` {
+			t.Errorf("watch snapshot %q, want only room:x", got)
+		}
+		// desk:y's change is stored first: had it passed the filter, it
+		// would have arrived before room:x's.
+		pub("desk:y", 2)
+		pub("room:x", 2)
+		b.waitJS(t, "room:x's change", `watchGot.length >= 2`)
+		if got := eval[string](t, b, `watchGot.join(",")`); got != `room:x={"v":1},room:x={"v":2}` {
+			t.Errorf("watch %q, want room:x's snapshot and change only", got)
+		}
+	})
+
 	t.Run("refusals and unlive", func(t *testing.T) {
 		got := eval[string](t, b, `(async () => {
 			const code = p => p.then(() => "resolved", e => e.code || e.name);
@@ -214,11 +240,12 @@ func TestClientLive(t *testing.T) {
 				await code(lc.live(`+jsString(topic)+`, () => {})),
 				await code(lc.live("web.live.other", () => {}, {snapshot: true, since: 3})),
 				await code(lc.live("web.live.other", () => {}, {since: -1})),
+				await code(lc.live("web.live.other", () => {}, {keyPrefix: ""})),
 				await code(lc.live("bad topic", () => {})),
 				await code(lc.unlive("web.live.never")),
 			].join(",");
 		})()`)
-		if got != "already_subscribed,TypeError,TypeError,bad_topic,not_subscribed" {
+		if got != "already_subscribed,TypeError,TypeError,TypeError,bad_topic,not_subscribed" {
 			t.Errorf("refusals: %q", got)
 		}
 		// Unfollowed on the gateway too: following again is not already_subscribed.

@@ -77,6 +77,11 @@ export interface LiveOptions {
   snapshot?: boolean;
   /** First the events stored after this position: a seq (as events carry it) or an event id. Excludes snapshot. */
   since?: number | string;
+  /**
+   * A watch: only the keyed events whose key starts with this prefix (with
+   * snapshot, the newest event of each such key first). Kept after reconnects.
+   */
+  keyPrefix?: string;
   /** Called on every OK of its SUBSCRIBE (the first, and after each reconnect), before any live event after it. */
   onReady?: (this: LiveSubscription<any>, ready: LiveReady) => void;
 }

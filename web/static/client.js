@@ -170,6 +170,7 @@ export class LiveSubscription {
     this._onReady = typeof opts.onReady === "function" ? opts.onReady : null;
     this._snapshot = Boolean(opts.snapshot);
     this._since = opts.since;
+    this._keyPrefix = opts.keyPrefix; // a watch: only the keyed events whose key starts with it
     this._seq = 0; // position of the last event delivered (or of the snapshot)
     this._known = false; // _seq is a position to recover from
     this._replaying = false; // its SUBSCRIBE was sent and not yet answered on this connection
@@ -207,6 +208,7 @@ export class LiveSubscription {
     else if (this._snapshot) opts = { snapshot: true };
     else if (typeof this._since === "number") opts = { since: { seq: this._since } };
     else if (typeof this._since === "string") opts = { since: { id: this._since } };
+    if (this._keyPrefix !== undefined) opts = { ...opts, key_prefix: this._keyPrefix };
     if (opts) f.opts = opts;
     return f;
   }
@@ -441,6 +443,9 @@ export class EventHubClient extends EventTarget {
     if (o.snapshot && o.since !== undefined) throw new TypeError("live: since and snapshot exclude each other");
     if (o.since !== undefined && !(typeof o.since === "string" && o.since !== "") && !(Number.isSafeInteger(o.since) && o.since >= 0)) {
       throw new TypeError("live: since must be a seq (integer >= 0) or an event id");
+    }
+    if (o.keyPrefix !== undefined && (typeof o.keyPrefix !== "string" || o.keyPrefix === "")) {
+      throw new TypeError("live: keyPrefix must be a non-empty string");
     }
     if (this._lives.has(topic)) throw new EventHubError("already_subscribed", `already following ${topic}`);
     const sub = new LiveSubscription(this, topic, handler, o);
