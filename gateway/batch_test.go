@@ -251,3 +251,43 @@ func TestBatchNegotiated(t *testing.T) {
 		t.Fatal("batching still on after an AUTH without batch")
 	}
 }
+
+// TestBatchAboveMaxFrameBytes: a client that asked for batches may send a
+// message of up to BatchMaxBytes even where MaxFrameBytes is smaller (the
+// Go client coalesces up to that); each frame of it is still held to
+// MaxFrameBytes, and one above it is discarded alone.
+func TestBatchAboveMaxFrameBytes(t *testing.T) {
+	bus := newBus(t)
+	g := newGateway(t, bus, Config{Token: "tok", MaxFrameBytes: 2048})
+	c := dial(t, g.url)
+	c.ok(wire.Frame{Op: wire.OpAuth, Token: "tok", Batch: true})
+	pub := func(corr string, size int) string {
+		return fmt.Sprintf(`{"op":"PUBLISH","corr":%q,"topic":"bl.t","payload":%q}`, corr, strings.Repeat("x", size))
+	}
+	const n = 40 // 40 frames of about 1 KiB: 40 KiB, past four times MaxFrameBytes
+	frames := make([]string, 0, n+1)
+	for i := range n {
+		frames = append(frames, pub("p"+strconv.Itoa(i), 1000))
+		if i == n/2 {
+			frames = append(frames, pub("big", 3000))
+		}
+	}
+	c.sendRaw("[" + strings.Join(frames, ",") + "]")
+	for i := range n {
+		corr := "p" + strconv.Itoa(i)
+		f, ok := c.await(10*time.Second, func(f wire.Frame) bool { return f.Corr == corr })
+		if !ok || f.Op != wire.OpOK {
+			t.Fatalf("%s: %+v, want OK", corr, f)
+		}
+	}
+	f, ok := c.await(5*time.Second, func(f wire.Frame) bool { return f.Op == wire.OpErr })
+	if !ok || f.Code != wire.CodeFrameTooLarge {
+		t.Fatalf("frame above MaxFrameBytes in a batch: %+v, want ERR frame_too_large", f)
+	}
+	// Without batching the limit stays MaxFrameBytes for the message.
+	c.ok(wire.Frame{Op: wire.OpAuth, Token: "tok"})
+	c.sendRaw(pub("alone", 3000))
+	if f, ok := c.await(5*time.Second, func(f wire.Frame) bool { return f.Op == wire.OpErr }); !ok || f.Code != wire.CodeFrameTooLarge {
+		t.Fatalf("frame above MaxFrameBytes without batching: %+v, want ERR frame_too_large", f)
+	}
+}

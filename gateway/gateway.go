@@ -207,8 +207,6 @@ func (g *Gateway) read(s *session, ws *websocket.Conn) (reason string) {
 			reason = wire.CodeServerError
 		}
 	}()
-	limit := g.cfg.MaxFrameBytes
-	ws.SetReadLimit(4 * limit)
 	idle := g.cfg.IdleTimeout
 	_ = ws.SetReadDeadline(time.Now().Add(idle))
 	ws.SetPongHandler(func(string) error {
@@ -216,6 +214,14 @@ func (g *Gateway) read(s *session, ws *websocket.Conn) (reason string) {
 	})
 	buf := make([]byte, 0, 512)
 	for !s.closing.Load() {
+		// A client that asked for batches may send a message of up to
+		// BatchMaxBytes whatever MaxFrameBytes is; each of its frames is
+		// still held to MaxFrameBytes (see session.handle).
+		limit := g.cfg.MaxFrameBytes
+		if s.batch {
+			limit = max(limit, wire.BatchMaxBytes)
+		}
+		ws.SetReadLimit(4 * limit)
 		mt, r, err := ws.NextReader()
 		if err != nil {
 			var ne net.Error

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -214,8 +215,13 @@ func (s *session) handle(data []byte) {
 		s.sendErr("", wire.CodeBadFrame, fmt.Sprintf("a batch holds at most %d frames, this one %d", wire.BatchMaxFrames, n))
 		return
 	}
+	limit := s.gw.cfg.MaxFrameBytes
 	_ = wire.SplitBatch(data, func(frame []byte) bool {
-		s.handleOne(frame)
+		if int64(len(frame)) > limit {
+			s.sendErr("", wire.CodeFrameTooLarge, "frame of a batch larger than "+strconv.FormatInt(limit, 10)+" bytes discarded")
+		} else {
+			s.handleOne(frame)
+		}
 		return !s.closing.Load()
 	})
 }
