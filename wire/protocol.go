@@ -109,6 +109,9 @@ type Frame struct {
 	ExtendMs int64 `json:"extend_ms,omitempty"`
 	// PUBLISH
 	Payload json.RawMessage `json:"payload,omitempty"`
+	// PUBLISH (extension): the W3C trace context the event is published
+	// under; the hub's publish span continues it.
+	Trace *facade.TraceContext `json:"trace,omitempty"`
 	// SUBSCRIBE (facade.SubscribeOptions), PUBLISH (facade.PublishOptions),
 	// DELETE (facade.DeleteOptions)
 	Opts json.RawMessage `json:"opts,omitempty"`
@@ -130,6 +133,9 @@ type EventContext struct {
 	Attempt int `json:"attempt"`
 	// AckDeadlineMs is the lease: milliseconds left to ACK, NACK or MODACK.
 	AckDeadlineMs int64 `json:"ack_deadline_ms"`
+	// Trace (extension) is the W3C trace context the event carries
+	// ([facade.EventRecord.Trace]); absent when it has none.
+	Trace *facade.TraceContext `json:"trace,omitempty"`
 }
 
 // Decode parses one client or server frame into f, which it resets first.
@@ -476,6 +482,21 @@ func decodeEvent(data []byte, f *Frame) bool {
 	if f.Ctx.AckDeadlineMs, i, ok = intField(data, i); !ok {
 		return false
 	}
+	if j, ok := expect(data, i, `,"trace":{"traceparent":`); ok {
+		tc := new(facade.TraceContext)
+		if tc.Traceparent, i, ok = stringField(data, j); !ok {
+			return false
+		}
+		if j, ok := expect(data, i, `,"tracestate":`); ok {
+			if tc.Tracestate, i, ok = stringField(data, j); !ok {
+				return false
+			}
+		}
+		if i, ok = expect(data, i, "}"); !ok {
+			return false
+		}
+		f.Ctx.Trace = tc
+	}
 	i, ok = expect(data, i, "}}")
 	return ok && i == len(data)
 }
@@ -511,7 +532,7 @@ func Encode(f *Frame) ([]byte, error) {
 }
 
 // AppendEvent appends the EVENT frame of event e, delivered to group on the
-// subscription of topic, to dst. The payload's stored bytes are copied (and
+// subscription of topic, to dst, with e.Trace (when set) in its ctx. The payload's stored bytes are copied (and
 // compacted), never re-marshalled; the output equals json.Marshal of the
 // equivalent [Frame] for any valid JSON payload.
 func AppendEvent(dst []byte, topic, group string, e *facade.EventRecord, attempt int, ackDeadlineMs int64) []byte {
@@ -525,7 +546,28 @@ func AppendEvent(dst []byte, topic, group string, e *facade.EventRecord, attempt
 	dst = strconv.AppendInt(dst, int64(attempt), 10)
 	dst = append(dst, `,"ack_deadline_ms":`...)
 	dst = strconv.AppendInt(dst, ackDeadlineMs, 10)
+	if tc := e.Trace; tc != nil {
+		dst = appendTrace(dst, tc)
+	}
 	return append(dst, "}}"...)
+}
+
+// appendTrace appends ,"trace":{…} as json.Marshal writes a
+// [facade.TraceContext].
+func appendTrace(dst []byte, tc *facade.TraceContext) []byte {
+	dst = append(dst, `,"trace":{`...)
+	if tc.Traceparent != "" {
+		dst = append(dst, `"traceparent":`...)
+		dst = eventjson.AppendString(dst, tc.Traceparent)
+	}
+	if tc.Tracestate != "" {
+		if tc.Traceparent != "" {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"tracestate":`...)
+		dst = eventjson.AppendString(dst, tc.Tracestate)
+	}
+	return append(dst, '}')
 }
 
 // AppendLiveEvent appends the EVENT frame of a live subscription:
