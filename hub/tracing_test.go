@@ -1,0 +1,217 @@
+package hub_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/eventhub/eventhub/client"
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/hub"
+	"github.com/eventhub/eventhub/internal/testutil"
+)
+
+// tracedHub starts a hub that traces into an in-memory exporter.
+func tracedHub(t *testing.T) (*hub.Hub, *sdktrace.TracerProvider, *tracetest.InMemoryExporter) {
+	t.Helper()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return startHub(t, hub.Config{TracerProvider: tp}), tp, exp
+}
+
+// waitSpan waits for an ended span of that name and returns it.
+func waitSpan(t *testing.T, exp *tracetest.InMemoryExporter, name string) tracetest.SpanStub {
+	t.Helper()
+	var got tracetest.SpanStub
+	testutil.CheckFor(t, 5*time.Second, func() error {
+		for _, s := range exp.GetSpans() {
+			if s.Name == name {
+				got = s
+				return nil
+			}
+		}
+		return fmt.Errorf("no span %q among %d", name, len(exp.GetSpans()))
+	})
+	return got
+}
+
+func wantAttrs(t *testing.T, s tracetest.SpanStub, want map[string]string) {
+	t.Helper()
+	have := map[attribute.Key]attribute.Value{}
+	for _, kv := range s.Attributes {
+		have[kv.Key] = kv.Value
+	}
+	for k, v := range want {
+		if got := have[attribute.Key(k)].Emit(); got != v {
+			t.Errorf("span %s: %s = %q, want %q", s.Name, k, got, v)
+		}
+	}
+}
+
+// TestTraceGoPublishToWebSocketConsumer: a publish through the Go API
+// under a span of the caller's, delivered to a group over WebSocket, is
+// one trace: caller → publish (producer) → deliver (consumer, settled by
+// the client's ack) → the client handler's span.
+func TestTraceGoPublishToWebSocketConsumer(t *testing.T) {
+	h, tp, exp := tracedHub(t)
+	c, err := client.Dial(t.Context(), "ws://"+h.Addr("ws"), client.Config{NoReconnect: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	handled := make(chan trace.SpanContext, 1)
+	sub, err := c.Subscribe(t.Context(), "orders.traced", "billing", func(ctx context.Context, d facade.Delivery) error {
+		_, span := tp.Tracer("consumer").Start(ctx, "handle")
+		handled <- span.SpanContext()
+		span.End()
+		return nil
+	}, facade.SubscribeOptions{From: facade.FromEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop(context.Background())
+
+	ctx, root := tp.Tracer("producer").Start(t.Context(), "request")
+	rec, err := h.Bus.Publish(ctx, "orders.traced", json.RawMessage(`{"n":1}`), facade.PublishOptions{})
+	root.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-handled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no delivery")
+	}
+	pub := waitSpan(t, exp, "publish orders.traced")
+	del := waitSpan(t, exp, "deliver orders.traced") // ends with the client's ACK
+	hd := waitSpan(t, exp, "handle")
+
+	tid := root.SpanContext().TraceID()
+	for _, s := range []tracetest.SpanStub{pub, del, hd} {
+		if s.SpanContext.TraceID() != tid {
+			t.Errorf("span %s in trace %s, want %s", s.Name, s.SpanContext.TraceID(), tid)
+		}
+	}
+	if pub.Parent.SpanID() != root.SpanContext().SpanID() || pub.SpanKind != trace.SpanKindProducer {
+		t.Errorf("publish: parent %s kind %s, want %s producer", pub.Parent.SpanID(), pub.SpanKind, root.SpanContext().SpanID())
+	}
+	if del.Parent.SpanID() != pub.SpanContext.SpanID() || del.SpanKind != trace.SpanKindConsumer {
+		t.Errorf("deliver: parent %s kind %s, want %s consumer", del.Parent.SpanID(), del.SpanKind, pub.SpanContext.SpanID())
+	}
+	if hd.Parent.SpanID() != del.SpanContext.SpanID() || !hd.Parent.IsRemote() {
+		t.Errorf("handler: parent %s (remote %t), want the deliver span %s", hd.Parent.SpanID(), hd.Parent.IsRemote(), del.SpanContext.SpanID())
+	}
+	wantAttrs(t, pub, map[string]string{"messaging.system": "nats", "messaging.destination.name": "orders.traced",
+		"messaging.message.id": rec.ID, "messaging.operation.type": "send"})
+	wantAttrs(t, del, map[string]string{"messaging.system": "nats", "messaging.destination.name": "orders.traced",
+		"messaging.message.id": rec.ID, "messaging.consumer.group.name": "billing", "messaging.operation.type": "process"})
+	if len(del.Events) != 1 || del.Events[0].Name != "ack" {
+		t.Errorf("deliver span events %+v, want one ack", del.Events)
+	}
+}
+
+// TestTraceHTTPTraceparentToNativeConsumer: the traceparent of an HTTP
+// publish is the publish span's parent, and a plain nats.go subscriber
+// finds the publish span's context in the message's traceparent header.
+func TestTraceHTTPTraceparentToNativeConsumer(t *testing.T) {
+	h, _, exp := tracedHub(t)
+	nc, err := nats.Connect(h.Bus.Server().ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ns, err := nc.SubscribeSync("orders.http")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+h.Addr("http")+"/publish/orders.http", strings.NewReader(`{"n":1}`))
+	req.Header.Set("Traceparent", parent)
+	req.Header.Set("Tracestate", "vendor=abc")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("publish: %s", resp.Status)
+	}
+	msg, err := ns.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := waitSpan(t, exp, "publish orders.http")
+	if got := pub.Parent.SpanID().String(); got != "00f067aa0ba902b7" || !pub.Parent.IsRemote() {
+		t.Errorf("publish span's parent %s (remote %t), want the request's", got, pub.Parent.IsRemote())
+	}
+	want := "00-4bf92f3577b34da6a3ce929d0e0e4736-" + pub.SpanContext.SpanID().String() + "-01"
+	if got := msg.Header.Get("traceparent"); got != want {
+		t.Errorf("native traceparent %q, want %q", got, want)
+	}
+	if got := msg.Header.Get("tracestate"); got != "vendor=abc" {
+		t.Errorf("native tracestate %q, want vendor=abc", got)
+	}
+}
+
+// TestTracingOffAddsNothing: without tracing, a publish under a caller's
+// span stores no trace header, and the EVENT frame is as it always was.
+func TestTracingOffAddsNothing(t *testing.T) {
+	t.Setenv("OTEL_TRACES_EXPORTER", "")
+	h := startHub(t, hub.Config{})
+	nc, err := nats.Connect(h.Bus.Server().ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ns, err := nc.SubscribeSync("orders.off")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, _, err := websocket.DefaultDialer.DialContext(t.Context(), "ws://"+h.Addr("ws"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	_ = ws.WriteMessage(websocket.TextMessage, []byte(`{"op":"SUBSCRIBE","topic":"orders.off","group":"g","corr":"1","opts":{"from":"earliest"}}`))
+	if _, b, err := ws.ReadMessage(); err != nil || !strings.Contains(string(b), `"OK"`) {
+		t.Fatalf("subscribe: %s %v", b, err)
+	}
+
+	tp := sdktrace.NewTracerProvider() // the caller traces, the hub does not
+	defer tp.Shutdown(context.Background())
+	ctx, span := tp.Tracer("caller").Start(t.Context(), "request")
+	defer span.End()
+	if _, err := h.Bus.Publish(ctx, "orders.off", json.RawMessage(`{"n":1}`), facade.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := ns.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range msg.Header {
+		if strings.EqualFold(k, "traceparent") || strings.EqualFold(k, "tracestate") {
+			t.Errorf("header %s stored with tracing off", k)
+		}
+	}
+	_ = ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, frame, err := ws.ReadMessage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^\{"op":"EVENT","topic":"orders\.off","group":"g","event":\{[^{}]*\{"n":1\}[^{}]*\},"ctx":\{"attempt":1,"ack_deadline_ms":\d+\}\}$`).Match(frame) {
+		t.Errorf("EVENT frame %s", frame)
+	}
+}
