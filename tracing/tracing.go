@@ -41,11 +41,12 @@ type Config struct {
 	// ServiceName is the service.name of the hub's spans. Unset:
 	// OTEL_SERVICE_NAME, else "eventhub".
 	ServiceName string `yaml:"serviceName"`
-	// SampleRatio, when set (0 to 1), samples that share of the traces the
-	// hub starts and follows the caller's decision for the others
-	// (parentbased_traceidratio). Unset: OTEL_TRACES_SAMPLER and
-	// OTEL_TRACES_SAMPLER_ARG, else every trace (parentbased_always_on).
-	SampleRatio *float64 `yaml:"sampleRatio"`
+	// SampleRatio, when set (above 0, at most 1), samples that share of
+	// the traces the hub starts, and follows the caller's decision for
+	// traces it continues (parentbased_traceidratio). Unset:
+	// OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG, else every trace
+	// (parentbased_always_on).
+	SampleRatio float64 `yaml:"sampleRatio"`
 }
 
 // Validate reports the first setting of the file that cannot work,
@@ -61,8 +62,8 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: endpoint %q (tracing.endpoint): want an http:// or https:// URL", ErrConfig, c.Endpoint)
 		}
 	}
-	if r := c.SampleRatio; r != nil && (*r < 0 || *r > 1) {
-		return fmt.Errorf("%w: sampleRatio %v (tracing.sampleRatio): want 0 to 1", ErrConfig, *r)
+	if c.SampleRatio < 0 || c.SampleRatio > 1 {
+		return fmt.Errorf("%w: sampleRatio %v (tracing.sampleRatio): want above 0, at most 1", ErrConfig, c.SampleRatio)
 	}
 	return nil
 }
@@ -90,12 +91,6 @@ func (c Config) exporter() (string, error) {
 	return exp, nil
 }
 
-// Enabled reports whether c, with the environment, turns tracing on.
-func (c Config) Enabled() bool {
-	exp, err := c.exporter()
-	return err == nil && exp != ""
-}
-
 // New returns the tracer provider c and the environment ask for, or nil
 // when tracing is off. The caller owns it: its Shutdown flushes the spans
 // not yet exported and stops the exporter. Creating it does not connect
@@ -111,7 +106,11 @@ func New(ctx context.Context, c Config) (*sdktrace.TracerProvider, error) {
 	}
 	var opts []otlptracehttp.Option
 	if c.Endpoint != "" {
-		opts = append(opts, otlptracehttp.WithEndpointURL(c.Endpoint))
+		u, _ := url.Parse(c.Endpoint) // checked by Validate
+		if u.Path == "" || u.Path == "/" {
+			u.Path = "/v1/traces" // as for OTEL_EXPORTER_OTLP_ENDPOINT
+		}
+		opts = append(opts, otlptracehttp.WithEndpointURL(u.String()))
 	}
 	exporter, err := otlptracehttp.New(ctx, opts...)
 	if err != nil {
@@ -131,8 +130,8 @@ func New(ctx context.Context, c Config) (*sdktrace.TracerProvider, error) {
 		return nil, fmt.Errorf("%w: resource: %w", ErrConfig, err)
 	}
 	popts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exporter), sdktrace.WithResource(res)}
-	if r := c.SampleRatio; r != nil {
-		popts = append(popts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(*r))))
+	if r := c.SampleRatio; r > 0 {
+		popts = append(popts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(r))))
 	}
 	return sdktrace.NewTracerProvider(popts...), nil
 }
