@@ -215,3 +215,59 @@ func TestTracingOffAddsNothing(t *testing.T) {
 		t.Errorf("EVENT frame %s", frame)
 	}
 }
+
+// TestTraceGoClientPublishAndDeadLetter: a publish from the Go client
+// under a span continues its trace (PUBLISH carries it); a Go API handler
+// runs under the deliver span, whose events tell a nack and the dead
+// letter, and the dead letter's publish is the deliver span's child.
+func TestTraceGoClientPublishAndDeadLetter(t *testing.T) {
+	h, tp, exp := tracedHub(t)
+	c, err := client.Dial(t.Context(), "ws://"+h.Addr("ws"), client.Config{NoReconnect: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	inHandler := make(chan trace.SpanContext, 2)
+	sub, err := h.Bus.Subscribe(t.Context(), "orders.fail", "billing", func(ctx context.Context, d facade.Delivery) error {
+		inHandler <- trace.SpanContextFromContext(ctx)
+		return fmt.Errorf("boom")
+	}, facade.SubscribeOptions{From: facade.FromEarliest, MaxAttempts: 2, Retry: &facade.RetryPolicy{MinBackoffMs: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop(context.Background())
+
+	ctx, root := tp.Tracer("producer").Start(t.Context(), "request")
+	if _, err := c.Publish(ctx, "orders.fail", json.RawMessage(`1`), facade.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	root.End()
+	pub := waitSpan(t, exp, "publish orders.fail")
+	if pub.Parent.SpanID() != root.SpanContext().SpanID() || pub.SpanContext.TraceID() != root.SpanContext().TraceID() {
+		t.Errorf("publish span's parent %s, want the client's span %s", pub.Parent.SpanID(), root.SpanContext().SpanID())
+	}
+	dl := waitSpan(t, exp, "publish orders.fail.dlq")
+	var events []string
+	var dlParent bool
+	for _, s := range exp.GetSpans() {
+		if s.Name != "deliver orders.fail" {
+			continue
+		}
+		if s.Parent.SpanID() != pub.SpanContext.SpanID() {
+			t.Errorf("deliver span's parent %s, want the publish span", s.Parent.SpanID())
+		}
+		for _, e := range s.Events {
+			events = append(events, e.Name)
+		}
+		dlParent = dlParent || dl.Parent.SpanID() == s.SpanContext.SpanID()
+		if hc := <-inHandler; hc.SpanID() != s.SpanContext.SpanID() {
+			t.Errorf("handler ctx span %s, want the deliver span %s", hc.SpanID(), s.SpanContext.SpanID())
+		}
+	}
+	if strings.Join(events, ",") != "nack,dead_letter" {
+		t.Errorf("deliver span events %v, want nack then dead_letter", events)
+	}
+	if !dlParent {
+		t.Errorf("the dead letter's publish span is not a deliver span's child")
+	}
+}
