@@ -25,27 +25,28 @@ import (
 var ErrConfig = errors.New("tracing")
 
 // Config is the tracing section of the configuration file. The zero value
-// traces nothing unless OTEL_TRACES_EXPORTER says otherwise. A key set here
-// wins over its OTEL_* environment variable; a key left unset falls back to
-// the variable, which the OpenTelemetry SDK reads itself (so do the others
-// it knows, such as OTEL_EXPORTER_OTLP_HEADERS and OTEL_RESOURCE_ATTRIBUTES).
+// traces nothing unless OTEL_TRACES_EXPORTER says otherwise. As with every
+// setting of the hub, an environment variable wins over the file: each key
+// applies only while its OTEL_* variable is unset. The OpenTelemetry SDK
+// reads the variables itself, the others it knows too (such as
+// OTEL_EXPORTER_OTLP_HEADERS and OTEL_RESOURCE_ATTRIBUTES).
 type Config struct {
 	// Exporter is "otlp" (trace, exporting over OTLP) or "none" (do not
-	// trace). Unset: OTEL_TRACES_EXPORTER, else "none".
+	// trace, the default). $OTEL_TRACES_EXPORTER.
 	Exporter string `yaml:"exporter"`
 	// Endpoint is the OTLP/HTTP URL spans are sent to, such as
 	// http://collector:4318 (the path /v1/traces is added when the URL has
-	// none). Unset: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
-	// OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318.
+	// none); default http://localhost:4318.
+	// $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, $OTEL_EXPORTER_OTLP_ENDPOINT.
 	Endpoint string `yaml:"endpoint"`
-	// ServiceName is the service.name of the hub's spans. Unset:
-	// OTEL_SERVICE_NAME, else "eventhub".
+	// ServiceName is the service.name of the hub's spans (default
+	// "eventhub"). $OTEL_SERVICE_NAME.
 	ServiceName string `yaml:"serviceName"`
 	// SampleRatio, when set (above 0, at most 1), samples that share of
 	// the traces the hub starts, and follows the caller's decision for
-	// traces it continues (parentbased_traceidratio). Unset:
-	// OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG, else every trace
-	// (parentbased_always_on).
+	// traces it continues (parentbased_traceidratio). Unset, every trace
+	// is sampled (parentbased_always_on). $OTEL_TRACES_SAMPLER,
+	// $OTEL_TRACES_SAMPLER_ARG.
 	SampleRatio float64 `yaml:"sampleRatio"`
 }
 
@@ -71,8 +72,8 @@ func (c Config) Validate() error {
 // exporter is the exporter c chooses, the environment's when c has none.
 func (c Config) exporter() (string, error) {
 	exp := c.Exporter
-	if exp == "" {
-		exp = os.Getenv("OTEL_TRACES_EXPORTER")
+	if v := os.Getenv("OTEL_TRACES_EXPORTER"); v != "" {
+		exp = v
 	}
 	switch exp {
 	case "", "none":
@@ -105,7 +106,7 @@ func New(ctx context.Context, c Config) (*sdktrace.TracerProvider, error) {
 		return nil, err
 	}
 	var opts []otlptracehttp.Option
-	if c.Endpoint != "" {
+	if c.Endpoint != "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" {
 		u, _ := url.Parse(c.Endpoint) // checked by Validate
 		if u.Path == "" || u.Path == "/" {
 			u.Path = "/v1/traces" // as for OTEL_EXPORTER_OTLP_ENDPOINT
@@ -116,21 +117,21 @@ func New(ctx context.Context, c Config) (*sdktrace.TracerProvider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: OTLP exporter: %w", ErrConfig, err)
 	}
-	ropts := []resource.Option{
-		resource.WithAttributes(attribute.String("service.name", "eventhub")),
-		resource.WithFromEnv(), // OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
+	name := c.ServiceName
+	if name == "" {
+		name = "eventhub"
+	}
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", name)),
+		resource.WithFromEnv(), // OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES: later, so they win
 		resource.WithTelemetrySDK(),
-	}
-	if c.ServiceName != "" {
-		ropts = append(ropts, resource.WithAttributes(attribute.String("service.name", c.ServiceName)))
-	}
-	res, err := resource.New(ctx, ropts...)
+	)
 	if err != nil {
 		_ = exporter.Shutdown(ctx)
 		return nil, fmt.Errorf("%w: resource: %w", ErrConfig, err)
 	}
 	popts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exporter), sdktrace.WithResource(res)}
-	if r := c.SampleRatio; r > 0 {
+	if r := c.SampleRatio; r > 0 && os.Getenv("OTEL_TRACES_SAMPLER") == "" {
 		popts = append(popts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(r))))
 	}
 	return sdktrace.NewTracerProvider(popts...), nil

@@ -86,13 +86,14 @@ func export(t *testing.T, cfg tracing.Config) bool {
 
 func TestConfigFileExportsOverOTLP(t *testing.T) {
 	c := newCollector(t)
-	t.Setenv("OTEL_TRACES_EXPORTER", "")
-	t.Setenv("OTEL_SERVICE_NAME", "from-env")
+	for _, k := range []string{"OTEL_TRACES_EXPORTER", "OTEL_SERVICE_NAME", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_SAMPLER"} {
+		t.Setenv(k, "")
+	}
 	if !export(t, tracing.Config{Exporter: "otlp", Endpoint: c.URL, ServiceName: "hub-a", SampleRatio: 1}) {
 		t.Fatal("tracing off")
 	}
 	if got := c.got(); len(got) != 1 || got[0] != "hub-a/op" {
-		t.Errorf("exported %v, want [hub-a/op]: the file's service name wins", got)
+		t.Errorf("exported %v, want [hub-a/op]", got)
 	}
 	// A tiny sampleRatio: the trace the hub starts is not sampled.
 	export(t, tracing.Config{Exporter: "otlp", Endpoint: c.URL, SampleRatio: 1e-12})
@@ -106,17 +107,21 @@ func TestEnvironmentConfiguresTracing(t *testing.T) {
 	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", c.URL)
 	t.Setenv("OTEL_SERVICE_NAME", "from-env")
-	if !export(t, tracing.Config{}) {
+	t.Setenv("OTEL_TRACES_SAMPLER", "")
+	// The variables win over the file's keys, as every variable of the hub does.
+	if !export(t, tracing.Config{Exporter: "none", Endpoint: "http://127.0.0.1:1", ServiceName: "from-file"}) {
 		t.Fatal("OTEL_TRACES_EXPORTER=otlp did not turn tracing on")
 	}
 	if got := c.got(); len(got) != 1 || got[0] != "from-env/op" {
 		t.Errorf("exported %v, want [from-env/op]", got)
 	}
-	if export(t, tracing.Config{Exporter: "none"}) {
-		t.Error("exporter none in the file did not win over the environment")
+	t.Setenv("OTEL_TRACES_EXPORTER", "none")
+	if export(t, tracing.Config{Exporter: "otlp"}) {
+		t.Error("OTEL_TRACES_EXPORTER=none did not win over the file")
 	}
+	t.Setenv("OTEL_TRACES_EXPORTER", "")
 	t.Setenv("OTEL_SERVICE_NAME", "")
-	export(t, tracing.Config{})
+	export(t, tracing.Config{Exporter: "otlp"}) // to the variable's endpoint
 	if got := c.got(); len(got) != 2 || got[1] != "eventhub/op" {
 		t.Errorf("exported %v, want eventhub as the default service name", got)
 	}
