@@ -185,9 +185,12 @@ func TestTracingOffAddsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ws.Close()
-	_ = ws.WriteMessage(websocket.TextMessage, []byte(`{"op":"SUBSCRIBE","topic":"orders.off","group":"g","corr":"1","opts":{"from":"earliest"}}`))
-	if _, b, err := ws.ReadMessage(); err != nil || !strings.Contains(string(b), `"OK"`) {
-		t.Fatalf("subscribe: %s %v", b, err)
+	for _, f := range []string{`{"op":"AUTH","token":"any","corr":"1"}`,
+		`{"op":"SUBSCRIBE","topic":"orders.off","group":"g","corr":"2","opts":{"from":"earliest"}}`} {
+		_ = ws.WriteMessage(websocket.TextMessage, []byte(f))
+		if _, b, err := ws.ReadMessage(); err != nil || !strings.Contains(string(b), `"OK"`) {
+			t.Fatalf("%s: %s %v", f, b, err)
+		}
 	}
 
 	tp := sdktrace.NewTracerProvider() // the caller traces, the hub does not
