@@ -1,6 +1,7 @@
 package hub_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -273,4 +274,55 @@ func TestTraceGoClientPublishAndDeadLetter(t *testing.T) {
 	if !dlParent {
 		t.Errorf("the dead letter's publish span is not a deliver span's child")
 	}
+}
+
+// TestTraceLiveAndSSE: live subscribers, over WebSocket (the Go client's
+// Follow) and SSE, get the trace context the event was published with.
+func TestTraceLiveAndSSE(t *testing.T) {
+	h, tp, exp := tracedHub(t)
+	ctx, root := tp.Tracer("producer").Start(t.Context(), "request")
+	if _, err := h.Bus.Publish(ctx, "orders.live", json.RawMessage(`{"n":1}`), facade.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	root.End()
+	pub := waitSpan(t, exp, "publish orders.live")
+	want := facade.TraceOf(pub.SpanContext)
+
+	c, err := client.Dial(t.Context(), "ws://"+h.Addr("ws"), client.Config{NoReconnect: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	got := make(chan *facade.TraceContext, 1)
+	fsub, err := c.Follow(t.Context(), "orders.live", 0, func(e *facade.EventRecord) { got <- e.Trace })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsub.Stop(context.Background())
+	select {
+	case tc := <-got:
+		if tc == nil || *tc != want {
+			t.Errorf("live event's trace %+v, want %+v", tc, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no live event")
+	}
+
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+h.Addr("http")+"/sse/orders.live?since=0", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && strings.Contains(data, `"id"`) {
+			var e struct{ Trace facade.TraceContext }
+			if err := json.Unmarshal([]byte(data), &e); err != nil || e.Trace != want {
+				t.Errorf("SSE data %s: trace %+v (%v), want %+v", data, e.Trace, err, want)
+			}
+			return
+		}
+	}
+	t.Fatalf("no SSE event: %v", sc.Err())
 }

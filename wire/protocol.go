@@ -127,12 +127,14 @@ type Frame struct {
 	Ctx   *EventContext       `json:"ctx,omitempty"`
 }
 
-// EventContext is the ctx of an EVENT frame.
+// EventContext is the ctx of an EVENT frame: of a group's, its attempt,
+// lease and trace context; of a live subscription's, its trace context,
+// when it has one (else a live EVENT has no ctx).
 type EventContext struct {
 	// Attempt counts deliveries of the event to the group, from 1.
-	Attempt int `json:"attempt"`
+	Attempt int `json:"attempt,omitempty"`
 	// AckDeadlineMs is the lease: milliseconds left to ACK, NACK or MODACK.
-	AckDeadlineMs int64 `json:"ack_deadline_ms"`
+	AckDeadlineMs int64 `json:"ack_deadline_ms,omitempty"`
 	// Trace (extension) is the W3C trace context the event carries
 	// ([facade.EventRecord.Trace]); absent when it has none.
 	Trace *facade.TraceContext `json:"trace,omitempty"`
@@ -532,7 +534,8 @@ func Encode(f *Frame) ([]byte, error) {
 }
 
 // AppendEvent appends the EVENT frame of event e, delivered to group on the
-// subscription of topic, to dst, with e.Trace (when set) in its ctx. The payload's stored bytes are copied (and
+// subscription of topic, to dst, with e.Trace (when set) in its ctx;
+// attempt and ackDeadlineMs are at least 1. The payload's stored bytes are copied (and
 // compacted), never re-marshalled; the output equals json.Marshal of the
 // equivalent [Frame] for any valid JSON payload.
 func AppendEvent(dst []byte, topic, group string, e *facade.EventRecord, attempt int, ackDeadlineMs int64) []byte {
@@ -547,15 +550,15 @@ func AppendEvent(dst []byte, topic, group string, e *facade.EventRecord, attempt
 	dst = append(dst, `,"ack_deadline_ms":`...)
 	dst = strconv.AppendInt(dst, ackDeadlineMs, 10)
 	if tc := e.Trace; tc != nil {
-		dst = appendTrace(dst, tc)
+		dst = AppendTrace(append(dst, ','), tc)
 	}
 	return append(dst, "}}"...)
 }
 
-// appendTrace appends ,"trace":{…} as json.Marshal writes a
-// [facade.TraceContext].
-func appendTrace(dst []byte, tc *facade.TraceContext) []byte {
-	dst = append(dst, `,"trace":{`...)
+// AppendTrace appends "trace":{…}, tc as json.Marshal writes a
+// [facade.TraceContext] under that name.
+func AppendTrace(dst []byte, tc *facade.TraceContext) []byte {
+	dst = append(dst, `"trace":{`...)
 	if tc.Traceparent != "" {
 		dst = append(dst, `"traceparent":`...)
 		dst = eventjson.AppendString(dst, tc.Traceparent)
@@ -571,13 +574,18 @@ func appendTrace(dst []byte, tc *facade.TraceContext) []byte {
 }
 
 // AppendLiveEvent appends the EVENT frame of a live subscription:
-// {"op":"EVENT","topic":…,"event":{…}}, without group or ctx (there is
-// nothing to acknowledge); the event's seq is its position.
+// {"op":"EVENT","topic":…,"event":{…}}, without group (there is nothing
+// to acknowledge), with a ctx only for e.Trace; the event's seq is its
+// position.
 func AppendLiveEvent(dst []byte, e *facade.EventRecord) []byte {
 	dst = append(dst, `{"op":"EVENT","topic":`...)
 	dst = eventjson.AppendString(dst, e.Topic)
 	dst = append(dst, `,"event":`...)
 	dst = AppendEventRecord(dst, e)
+	if tc := e.Trace; tc != nil {
+		dst = AppendTrace(append(dst, `,"ctx":{`...), tc)
+		dst = append(dst, '}')
+	}
 	return append(dst, '}')
 }
 

@@ -381,6 +381,7 @@ func FuzzEncodeEvent(f *testing.F) {
 			e.Tags = []string{tag, tag}
 			e.CausedBy = []string{id}
 		}
+		attempt, ms = max(attempt, 1), max(ms, 1) // their domain
 		if hk == "traceparent" || len(hv)%3 == 1 {
 			e.Trace = &facade.TraceContext{Traceparent: hv, Tracestate: tag}
 		}
@@ -432,5 +433,29 @@ func BenchmarkDecodeEvent(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestLiveEventTrace: a live EVENT of an event with trace context has a
+// ctx holding only it, as json.Marshal of the frame writes it; without,
+// no ctx.
+func TestLiveEventTrace(t *testing.T) {
+	tc := &facade.TraceContext{Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Tracestate: "a=b"}
+	e := &facade.EventRecord{ID: "i", TS: 5, Topic: "a.b", Payload: json.RawMessage(`1`), Seq: 9, Trace: tc}
+	got := AppendLiveEvent(nil, e)
+	want, err := Encode(&Frame{Op: OpEvent, Topic: "a.b", Event: e, Ctx: &EventContext{Trace: tc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	var f Frame
+	if err := Decode(got, &f); err != nil || f.Ctx == nil || *f.Ctx.Trace != *tc || f.Group != "" {
+		t.Fatalf("decoded %+v (%v)", f, err)
+	}
+	e.Trace = nil
+	if b := AppendLiveEvent(nil, e); bytes.Contains(b, []byte(`"ctx"`)) {
+		t.Fatalf("live EVENT without trace context has a ctx: %s", b)
 	}
 }
