@@ -115,6 +115,16 @@ func TestEnvironmentConfiguresTracing(t *testing.T) {
 	if got := c.got(); len(got) != 1 || got[0] != "from-env/op" {
 		t.Errorf("exported %v, want [from-env/op]", got)
 	}
+	// The traces' own endpoint variable, and the sampler's.
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", c.URL+"/v1/traces")
+	export(t, tracing.Config{Endpoint: "http://127.0.0.1:1"})
+	t.Setenv("OTEL_TRACES_SAMPLER", "always_off")
+	export(t, tracing.Config{SampleRatio: 1})
+	t.Setenv("OTEL_TRACES_SAMPLER", "")
+	if got := c.got(); len(got) != 2 {
+		t.Errorf("exported %v, want 2 spans: one to OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, none with OTEL_TRACES_SAMPLER=always_off", got)
+	}
 	t.Setenv("OTEL_TRACES_EXPORTER", "none")
 	if export(t, tracing.Config{Exporter: "otlp"}) {
 		t.Error("OTEL_TRACES_EXPORTER=none did not win over the file")
@@ -122,7 +132,7 @@ func TestEnvironmentConfiguresTracing(t *testing.T) {
 	t.Setenv("OTEL_TRACES_EXPORTER", "")
 	t.Setenv("OTEL_SERVICE_NAME", "")
 	export(t, tracing.Config{Exporter: "otlp"}) // to the variable's endpoint
-	if got := c.got(); len(got) != 2 || got[1] != "eventhub/op" {
+	if got := c.got(); len(got) != 3 || got[2] != "eventhub/op" {
 		t.Errorf("exported %v, want eventhub as the default service name", got)
 	}
 }
