@@ -15,7 +15,7 @@ import (
 // does not know them keeps working), the major when a change is not
 // compatible. The reference browser client's package (web/static/package.json)
 // carries it as its major.minor version.
-const ProtocolVersion = "1.0"
+const ProtocolVersion = "1.1"
 
 // Ops of the protocol.
 const (
