@@ -165,6 +165,25 @@ func TestTraceHTTPTraceparentToNativeConsumer(t *testing.T) {
 	if got := msg.Header.Get("tracestate"); got != "vendor=abc" {
 		t.Errorf("native tracestate %q, want vendor=abc", got)
 	}
+
+	// A traceparent that is not valid is ignored: the publish starts a trace.
+	exp.Reset()
+	req, _ = http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+h.Addr("http")+"/publish/orders.http", strings.NewReader(`2`))
+	req.Header.Set("Traceparent", "00-not-a-trace-01")
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("publish with a bad traceparent: %s", resp.Status)
+	}
+	if msg, err = ns.NextMsg(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	pub = waitSpan(t, exp, "publish orders.http")
+	if pub.Parent.IsValid() || msg.Header.Get("traceparent") != facade.TraceOf(pub.SpanContext).Traceparent {
+		t.Errorf("bad traceparent: publish span's parent %v, native traceparent %q", pub.Parent, msg.Header.Get("traceparent"))
+	}
 }
 
 // TestTracingOffAddsNothing: without tracing, a publish under a caller's
