@@ -143,13 +143,13 @@ type Hub struct {
 	drainer    *outbox.Drainer
 	outbox     *outbox.Store
 	callout    *auth.Callout
-	streamAPI  *auth.StreamNames        // scoped native clients' stream lookups
-	catalogue  *jetstream.Catalogue     // streams and groups, for native clients' grants
-	nativeAuth *auth.NATS               // nil: native clients not authenticated by the hub
-	limiter    *limits.Limiter          // nil: nothing limited
-	tracer     *sdktrace.TracerProvider // the hub's own; nil: none, or the caller's
-	bg         sync.WaitGroup           // background components
+	streamAPI  *auth.StreamNames    // scoped native clients' stream lookups
+	catalogue  *jetstream.Catalogue // streams and groups, for native clients' grants
+	nativeAuth *auth.NATS           // nil: native clients not authenticated by the hub
+	limiter    *limits.Limiter      // nil: nothing limited
+	bg         sync.WaitGroup       // background components
 	cancel     context.CancelFunc
+	tracer     *sdktrace.TracerProvider // the hub's own; nil: none, or the caller's
 }
 
 // Start starts the hub's components and returns once they are ready. What

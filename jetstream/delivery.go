@@ -197,12 +197,12 @@ func (d *delivery) expire(now time.Time) {
 // took its slot over.
 func (d *delivery) supersede() {
 	d.mu.Lock()
-	was := d.state
-	if d.state == live {
+	wasLive := d.state == live
+	if wasLive {
 		d.state = expired
 	}
 	d.mu.Unlock()
-	if was == live {
+	if wasLive {
 		d.endSpan("expired")
 	}
 	d.s.b.expiry.remove(d)
