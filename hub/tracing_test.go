@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/hub"
 	"github.com/eventhub/eventhub/internal/testutil"
+	"github.com/eventhub/eventhub/tracing"
 )
 
 // tracedHub starts a hub that traces into an in-memory exporter.
@@ -344,4 +347,31 @@ func TestTraceLiveAndSSE(t *testing.T) {
 		}
 	}
 	t.Fatalf("no SSE event: %v", sc.Err())
+}
+
+// TestHubExportsTracesOverOTLP: a hub configured with the tracing section
+// exports its spans to the OTLP endpoint, the last ones when it shuts down.
+func TestHubExportsTracesOverOTLP(t *testing.T) {
+	t.Setenv("OTEL_TRACES_EXPORTER", "")
+	var exports atomic.Int64
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/traces" && r.ContentLength != 0 {
+			exports.Add(1)
+		}
+	}))
+	defer collector.Close()
+	h, err := hub.Start(t.Context(), hub.Config{NATS: hub.NATSConfig{DataDir: t.TempDir()},
+		Tracing: tracing.Config{Exporter: "otlp", Endpoint: collector.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Bus.Publish(t.Context(), "orders.otlp", json.RawMessage(`1`), facade.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if exports.Load() == 0 {
+		t.Error("the hub exported no spans to its OTLP endpoint")
+	}
 }
