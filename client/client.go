@@ -521,6 +521,9 @@ func (cn *conn) frame(data []byte, scratch *wire.Frame) {
 	}
 	if scratch.Op == wire.OpEvent && scratch.Group == "" && scratch.Event != nil {
 		// A live event: only its record outlives this frame.
+		if scratch.Ctx != nil {
+			scratch.Event.Trace = scratch.Ctx.Trace
+		}
 		cn.c.deliverLive(scratch.Topic, scratch.Event)
 		return
 	}

@@ -27,6 +27,9 @@ func (c *Client) Publish(ctx context.Context, topic string, payload json.RawMess
 		return nil, fmt.Errorf("%w: payload is not valid JSON", facade.ErrBadPayload)
 	}
 	f := &wire.Frame{Op: wire.OpPublish, Topic: topic, Payload: payload}
+	if tc := facade.TraceFromContext(ctx); tc.Traceparent != "" {
+		f.Trace = &tc // the hub's publish span continues the caller's trace
+	}
 	if err := setOpts(f, opts); err != nil {
 		return nil, err
 	}

@@ -261,6 +261,7 @@ func (c *Client) dispatch(cn *conn, f *wire.Frame) {
 		s.mu.Unlock()
 		return // handed back by the gateway when the subscription stops
 	}
+	f.Event.Trace = f.Ctx.Trace
 	d := &delivery{s: s, cn: cn, f: f, deadline: received.Add(time.Duration(f.Ctx.AckDeadlineMs) * time.Millisecond)}
 	s.held[d] = struct{}{}
 	s.queue = append(s.queue, d)
@@ -343,7 +344,11 @@ func (s *subscription) call(d *delivery) (err error) {
 			s.c.log.Error("handler panic", "topic", s.key.topic, "group", s.key.group, "id", d.f.Event.ID, "panic", r)
 		}
 	}()
-	return s.handler(s.ctx, d)
+	ctx := s.ctx
+	if tc := d.f.Event.Trace; tc != nil {
+		ctx = facade.ContextWithTrace(ctx, *tc) // the hub's deliver span is the handler's parent
+	}
+	return s.handler(ctx, d)
 }
 
 // settled counts d as settled.

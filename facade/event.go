@@ -27,6 +27,12 @@ type EventRecord struct {
 	// Deleted marks the tombstone of a key (see [KeyDeleter]): from it on
 	// the key has no value. Its Payload is null.
 	Deleted bool `json:"deleted,omitempty"`
+	// Trace is the W3C trace context the event carries to its reader, nil
+	// when it has none: for a delivery to a group, the context of the
+	// hub's deliver span when the hub traces, else the one the event was
+	// published with. It is not part of the record's JSON: the WebSocket
+	// protocol carries it in an EVENT frame's ctx.
+	Trace *TraceContext `json:"-"`
 }
 
 // Time returns the event's timestamp as a time.Time.

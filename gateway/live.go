@@ -66,12 +66,16 @@ func (ev *liveEvent) wsFrame() []byte {
 }
 
 // sseFrame is the event as a Server-Sent Event: its position as the id,
-// the event record as the data.
+// the event record as the data, with a "trace" member when the event
+// carries trace context.
 func (ev *liveEvent) sseFrame() []byte {
 	ev.sseOnce.Do(func() {
 		b := append([]byte("id: "), strconv.FormatUint(ev.e.Seq, 10)...)
 		b = append(b, "\nevent: event\ndata: "...)
 		b = eventjson.Append(b, ev.e)
+		if tc := ev.e.Trace; tc != nil {
+			b = append(wire.AppendTrace(append(b[:len(b)-1], ','), tc), '}')
+		}
 		ev.sse = append(b, "\n\n"...)
 	})
 	return ev.sse

@@ -76,6 +76,9 @@ func (g *Gateway) servePublish(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(g.bind(r.Context(), p), g.cfg.RequestTimeout)
 	defer cancel()
+	if tp := r.Header.Get("Traceparent"); tp != "" {
+		ctx = facade.ContextWithTrace(ctx, facade.TraceContext{Traceparent: tp, Tracestate: r.Header.Get("Tracestate")})
+	}
 	rec, err := g.bus.Publish(ctx, topic, body, opts)
 	if err != nil {
 		code, _ := wire.FromError(err, wire.CodePublishFailed)

@@ -936,6 +936,9 @@ func (s *session) publish(f *wire.Frame) error {
 	ctx, cancel := s.reqCtx()
 	defer cancel()
 	ctx = s.gw.bind(ctx, s.principal)
+	if f.Trace != nil {
+		ctx = facade.ContextWithTrace(ctx, *f.Trace)
+	}
 	if ap := s.gw.apub; ap != nil {
 		// Pipelined: frames are stored in the order they arrived; a
 		// waiter answers each once the store acknowledged it.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/eventhub/eventhub/auth"
@@ -22,6 +23,7 @@ import (
 	"github.com/eventhub/eventhub/ops"
 	"github.com/eventhub/eventhub/outbox"
 	"github.com/eventhub/eventhub/projector"
+	"github.com/eventhub/eventhub/tracing"
 )
 
 // Config is the hub's configuration: every setting of the binary, in the
@@ -67,8 +69,15 @@ type Config struct {
 	Limits limits.Config `yaml:"limits"`
 	// Metrics bounds the metrics' label cardinality.
 	Metrics metrics.Config `yaml:"metrics"`
+	// Tracing exports OpenTelemetry traces of publishes and deliveries
+	// (docs/tracing.md); off unless configured here or by OTEL_*
+	// environment variables.
+	Tracing tracing.Config `yaml:"tracing"`
 	// Logger receives the hub's logs; nil discards them.
 	Logger *slog.Logger `yaml:"-"`
+	// TracerProvider, if set, is used instead of the one Tracing would
+	// build; the hub does not shut it down.
+	TracerProvider trace.TracerProvider `yaml:"-"`
 }
 
 // NATSConfig is the "nats:" section of a [Config].

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/compaction"
@@ -29,6 +30,7 @@ import (
 	_ "github.com/eventhub/eventhub/outbox/postgres" // OutboxURL may name either database
 	_ "github.com/eventhub/eventhub/outbox/sqlite"
 	"github.com/eventhub/eventhub/projector"
+	"github.com/eventhub/eventhub/tracing"
 )
 
 func (c Config) withDefaults() Config {
@@ -79,6 +81,9 @@ func (c Config) Validate() error {
 		return errors.New("hub: the NATS auth callout needs an external server (NATS_URL) and hub auth (a token or JWT)")
 	}
 	if err := c.Limits.Validate(); err != nil {
+		return err
+	}
+	if err := c.Tracing.Validate(); err != nil {
 		return err
 	}
 	if err := c.Gateway.Validate(); err != nil {
@@ -144,6 +149,7 @@ type Hub struct {
 	limiter    *limits.Limiter      // nil: nothing limited
 	bg         sync.WaitGroup       // background components
 	cancel     context.CancelFunc
+	tracer     *sdktrace.TracerProvider // the hub's own; nil: none, or the caller's
 }
 
 // Start starts the hub's components and returns once they are ready. What
@@ -187,6 +193,18 @@ func Start(ctx context.Context, cfg Config) (_ *Hub, err error) {
 	bc := cfg.Bus
 	bc.Logger = log
 	bc.Observer = m
+	bc.TracerProvider = cfg.TracerProvider
+	var tp *sdktrace.TracerProvider
+	if bc.TracerProvider == nil {
+		if tp, err = tracing.New(ctx, cfg.Tracing); err != nil {
+			return nil, err
+		}
+		if tp != nil {
+			bc.TracerProvider = tp
+			cleanup = append(cleanup, func() { _ = tp.Shutdown(context.WithoutCancel(ctx)) })
+			log.Info("tracing on: exporting spans over OTLP")
+		}
+	}
 	if lim != nil {
 		bc.Guard = lim
 	}
@@ -238,7 +256,7 @@ func Start(ctx context.Context, cfg Config) (_ *Hub, err error) {
 			na.SetServer(srv)
 		}
 	}
-	h := &Hub{cfg: cfg, log: log, Bus: bus, Auth: au, Registry: reg, Metrics: m, cancel: cancel, limiter: lim, streamAPI: streamAPI, catalogue: catalogue, nativeAuth: na}
+	h := &Hub{cfg: cfg, log: log, Bus: bus, Auth: au, Registry: reg, Metrics: m, cancel: cancel, limiter: lim, streamAPI: streamAPI, catalogue: catalogue, nativeAuth: na, tracer: tp}
 	if err := h.startLimits(ctx); err != nil {
 		return nil, err
 	}
@@ -396,6 +414,9 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	h.nativeAuth.Close()
 	h.catalogue.Close()
 	errs = append(errs, h.Bus.Shutdown(ctx))
+	if h.tracer != nil {
+		errs = append(errs, h.tracer.Shutdown(ctx)) // exports the last spans
+	}
 	h.Auth.Close()
 	return errors.Join(errs...)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/eventhub/eventhub/facade"
 )
@@ -34,6 +35,8 @@ type Bus struct {
 	log *slog.Logger
 	nc  *nats.Conn
 	js  jetstream.JetStream
+	// tracer makes the spans of publishes and deliveries; nil: no tracing.
+	tracer trace.Tracer
 	// stallWait makes PublishAsync wait up to RequestTimeout for room in
 	// the window instead of nats.go's 200 ms.
 	stallWait jetstream.PublishOpt
@@ -116,6 +119,9 @@ func New(nc *nats.Conn, cfg Config) (*Bus, error) {
 		deadLetters:   make(chan struct{}, maxDeadLettersInFlight),
 		copying:       copying,
 		cancelCopying: cancelCopying,
+	}
+	if tp := cfg.TracerProvider; tp != nil {
+		b.tracer = tp.Tracer(tracerName)
 	}
 	if b.terminations, err = b.watchTerminations(); err != nil {
 		cancelCopying()

@@ -168,6 +168,7 @@ func fromMsg(subject string, h nats.Header, data []byte, seq uint64, stored time
 		if v := h.Get(HeaderCausedBy); v != "" {
 			_ = json.Unmarshal([]byte(v), &e.CausedBy)
 		}
+		e.Trace = traceFrom(h)
 		if isTombstone(h) {
 			e.Deleted = true
 			data = nil // a tombstone's payload is null

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/eventhub/eventhub/facade"
 )
@@ -68,6 +69,9 @@ type Config struct {
 	// group's consumer, and when a subscription starts (quotas); nil
 	// allows everything.
 	Guard Guard `yaml:"-"`
+	// TracerProvider, if set, traces publishes and deliveries (see
+	// docs/tracing.md); nil traces nothing and costs nothing.
+	TracerProvider trace.TracerProvider `yaml:"-"`
 }
 
 // Guard admits the creations and subscriptions a caller asks the bus for;

@@ -22,6 +22,7 @@ func (s *subscription) deadLetter(d *delivery, reason string) {
 	default:
 		b.log.Warn("dead-letter copies at their limit; event handed back", "topic", d.rec.Topic, "group", s.group,
 			"id", d.rec.ID, "in_flight", maxDeadLettersInFlight)
+		d.endSpan("handed_back")
 		_ = d.msg.NakWithDelay(b.cfg.MaxRetryBackoff)
 		return
 	}
@@ -29,6 +30,7 @@ func (s *subscription) deadLetter(d *delivery, reason string) {
 	if b.closed {
 		b.subsMu.Unlock()
 		<-b.deadLetters
+		d.endSpan("handed_back")
 		_ = d.msg.Nak() // closing: the next delivery tries again
 		return
 	}
@@ -45,13 +47,15 @@ func (s *subscription) deadLetter(d *delivery, reason string) {
 // it back when the publish fails.
 func (s *subscription) copyToDeadLetters(d *delivery, reason string) {
 	e := d.rec
-	ctx, cancel := context.WithTimeout(s.b.copying, s.b.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(d.handlerContext(s.b.copying), s.b.cfg.RequestTimeout)
 	defer cancel()
 	if err := s.b.publishDeadLetter(ctx, e, s.group, min(d.attempt, s.opts.MaxAttempts), reason); err != nil {
 		s.b.log.Error("dead-letter publish failed; event handed back", "topic", e.Topic, "group", s.group, "id", e.ID, "err", err)
+		d.endSpan("handed_back")
 		_ = d.msg.NakWithDelay(s.b.cfg.MaxRetryBackoff)
 		return
 	}
+	d.endSpan("dead_letter", keyReason.String(truncate(reason, 512)), keyDeadLetterTo.String(facade.DeadLetterTopic(e.Topic)))
 	s.obs.DeadLettered()
 	s.b.log.Warn("event dead-lettered", "topic", e.Topic, "group", s.group, "id", e.ID, "attempts", d.attempt, "reason", truncate(reason, 512))
 	// The reason tells the bus's watch of terminations that this one is

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/eventhub/eventhub/facade"
 )
@@ -37,6 +38,7 @@ type delivery struct {
 	rec     *facade.EventRecord
 	key     releaseKey
 	attempt int
+	span    trace.Span // nil when the bus does not trace; set before d is shared
 
 	mu       sync.Mutex
 	state    deliveryState
@@ -92,6 +94,7 @@ func (d *delivery) Ack(ctx context.Context) error {
 	if err := d.finish(settled); err != nil {
 		return err
 	}
+	d.endSpan("ack")
 	return d.s.ack(d)
 }
 
@@ -116,6 +119,7 @@ func (d *delivery) Release(ctx context.Context) error {
 	if err := d.finish(settled); err != nil {
 		return err
 	}
+	d.endSpan("release")
 	d.s.b.released.add(d.key)
 	if err := d.msg.NakWithDelay(d.s.b.cfg.RetryBackoff); err != nil {
 		return fmt.Errorf("release %s: %w", d.rec.ID, translate(err))
@@ -180,6 +184,7 @@ func (d *delivery) expire(now time.Time) {
 	d.state = expired
 	handBack := !d.extended && time.Duration(d.s.groupAckWait.Load()) > d.s.opts.AckTimeout()
 	d.mu.Unlock()
+	d.endSpan("expired")
 	d.s.release(d)
 	d.s.obs.Nacked()
 	if handBack {
@@ -192,10 +197,14 @@ func (d *delivery) expire(now time.Time) {
 // took its slot over.
 func (d *delivery) supersede() {
 	d.mu.Lock()
-	if d.state == live {
+	wasLive := d.state == live
+	if wasLive {
 		d.state = expired
 	}
 	d.mu.Unlock()
+	if wasLive {
+		d.endSpan("expired")
+	}
 	d.s.b.expiry.remove(d)
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/eventhub/eventhub/facade"
 )
@@ -51,10 +52,13 @@ func (b *Bus) publish(ctx context.Context, topic string, payload json.RawMessage
 	if dedupKey != "" {
 		msg.Header[HeaderMsgID] = []string{dedupKey}
 	}
+	span := b.startPublish(ctx, e, msg)
 	ack, err := b.publishMsg(ctx, ti, msg)
 	if err != nil {
+		endPublish(span, 0, err)
 		return nil, fmt.Errorf("publish %s: %w", topic, translate(err))
 	}
+	endPublish(span, ack.Sequence, nil)
 	if ack.Duplicate {
 		return b.stored(ctx, ti, ack.Sequence, e), nil
 	}
@@ -231,12 +235,14 @@ func (b *Bus) PublishAsync(ctx context.Context, topic string, payload json.RawMe
 	if err != nil {
 		return nil, err
 	}
+	span := b.startPublish(ctx, e, msg)
 	f, err := b.js.PublishMsgAsync(msg, b.stallWait)
 	if err != nil {
+		endPublish(span, 0, err)
 		return nil, fmt.Errorf("publish %s: %w", topic, translate(err))
 	}
 	ti.obs.Published()
-	return &future{b: b, ti: ti, e: e, f: f}, nil
+	return &future{b: b, ti: ti, e: e, f: f, span: span}, nil
 }
 
 // waitConnected returns at once while the connection is up. While it is
@@ -274,6 +280,9 @@ type future struct {
 	ti *topicInfo
 	e  *facade.EventRecord
 	f  jetstream.PubAckFuture
+	// span is the publish's, ended by the first Wait that sees its
+	// outcome; nil when the bus does not trace.
+	span trace.Span
 
 	mu   sync.Mutex
 	done bool
@@ -299,6 +308,7 @@ func (f *future) Wait(ctx context.Context) (*facade.EventRecord, error) {
 		return nil, ctx.Err()
 	}
 	f.done = true
+	endPublish(f.span, f.e.Seq, f.err)
 	if f.err != nil {
 		return nil, f.err
 	}

@@ -330,7 +330,9 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 		return
 	}
 	s.obs.Delivered()
+	s.startDeliver(d)
 	if !s.admit(d) {
+		d.endSpan("handed_back")
 		s.b.released.add(key) // stopping before it reached the handler
 		_ = msg.Nak()
 		return
@@ -360,6 +362,7 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 		// closed; the handlers are being waited for: hand it back.
 		s.mu.Unlock()
 		if d.finish(handedOff) == nil {
+			d.endSpan("handed_back")
 			s.b.released.add(key)
 			_ = msg.Nak()
 		}
@@ -440,7 +443,7 @@ func (s *subscription) call(d *delivery) (err error) {
 			s.b.log.Error("handler panic", "topic", s.ti.topic, "group", s.group, "id", d.rec.ID, "panic", r)
 		}
 	}()
-	return s.handler(s.ctx, d)
+	return s.handler(d.handlerContext(s.ctx), d)
 }
 
 func (s *subscription) ack(d *delivery) error {
@@ -460,6 +463,7 @@ func (s *subscription) fail(d *delivery, reason string) {
 		s.deadLetter(d, reason)
 		return
 	}
+	d.endSpan("nack", keyReason.String(truncate(reason, 512)))
 	if err := d.msg.NakWithDelay(s.retry.Load().Delay(d.attempt)); err != nil {
 		s.b.log.Warn("nack", "topic", s.ti.topic, "group", s.group, "id", d.rec.ID, "err", err)
 	}
@@ -529,6 +533,7 @@ func (s *subscription) stop(ctx context.Context, cause error) error {
 		s.mu.Unlock()
 		for _, d := range pending {
 			if d.finish(handedOff) == nil {
+				d.endSpan("handed_back")
 				_ = d.msg.Nak()
 			}
 		}

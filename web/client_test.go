@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go"
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/testutil"
@@ -222,6 +224,25 @@ func TestClientJS(t *testing.T) {
 			if d.ID != subIDs[i] || d.I != i || d.Attempt != 1 || d.Deadline <= 0 || d.Deadline > 20000 {
 				t.Errorf("delivery %d = %+v, want id %s, attempt 1, deadline in (0, 20000]", i, d, subIDs[i])
 			}
+		}
+	})
+
+	t.Run("trace context reaches group and live handlers", func(t *testing.T) {
+		eval[bool](t, b, `(async () => {
+			window.traces = [];
+			await c.subscribe("web.client.trace", "g-trace", (e, ctx) => { traces.push("group " + (ctx.trace ? ctx.trace.traceparent + " " + ctx.trace.tracestate : "none")); });
+			await c.live("web.client.trace", (e, info) => { traces.push("live " + (info.trace ? info.trace.traceparent : "none")); });
+			return true;
+		})()`)
+		const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		msg := &nats.Msg{Subject: "web.client.trace", Data: []byte(`1`), Header: nats.Header{"traceparent": {tp}, "tracestate": {"v=1"}}}
+		if _, err := st.bus.JetStream().PublishMsg(t.Context(), msg); err != nil {
+			t.Fatal(err)
+		}
+		b.waitJS(t, "2 traced events", `traces.length >= 2`)
+		got := eval[[]string](t, b, `traces.sort()`)
+		if want := []string{"group " + tp + " v=1", "live " + tp}; !slices.Equal(got, want) {
+			t.Errorf("handlers saw %q, want %q", got, want)
 		}
 	})
 

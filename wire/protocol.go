@@ -15,7 +15,7 @@ import (
 // does not know them keeps working), the major when a change is not
 // compatible. The reference browser client's package (web/static/package.json)
 // carries it as its major.minor version.
-const ProtocolVersion = "1.0"
+const ProtocolVersion = "1.1"
 
 // Ops of the protocol.
 const (
@@ -109,6 +109,9 @@ type Frame struct {
 	ExtendMs int64 `json:"extend_ms,omitempty"`
 	// PUBLISH
 	Payload json.RawMessage `json:"payload,omitempty"`
+	// PUBLISH (extension): the W3C trace context the event is published
+	// under; the hub's publish span continues it.
+	Trace *facade.TraceContext `json:"trace,omitempty"`
 	// SUBSCRIBE (facade.SubscribeOptions), PUBLISH (facade.PublishOptions),
 	// DELETE (facade.DeleteOptions)
 	Opts json.RawMessage `json:"opts,omitempty"`
@@ -124,12 +127,17 @@ type Frame struct {
 	Ctx   *EventContext       `json:"ctx,omitempty"`
 }
 
-// EventContext is the ctx of an EVENT frame.
+// EventContext is the ctx of an EVENT frame: of a group's, its attempt,
+// lease and trace context; of a live subscription's, its trace context,
+// when it has one (else a live EVENT has no ctx).
 type EventContext struct {
 	// Attempt counts deliveries of the event to the group, from 1.
-	Attempt int `json:"attempt"`
+	Attempt int `json:"attempt,omitempty"`
 	// AckDeadlineMs is the lease: milliseconds left to ACK, NACK or MODACK.
-	AckDeadlineMs int64 `json:"ack_deadline_ms"`
+	AckDeadlineMs int64 `json:"ack_deadline_ms,omitempty"`
+	// Trace (extension) is the W3C trace context the event carries
+	// ([facade.EventRecord.Trace]); absent when it has none.
+	Trace *facade.TraceContext `json:"trace,omitempty"`
 }
 
 // Decode parses one client or server frame into f, which it resets first.
@@ -476,6 +484,21 @@ func decodeEvent(data []byte, f *Frame) bool {
 	if f.Ctx.AckDeadlineMs, i, ok = intField(data, i); !ok {
 		return false
 	}
+	if j, ok := expect(data, i, `,"trace":{"traceparent":`); ok {
+		tc := new(facade.TraceContext)
+		if tc.Traceparent, i, ok = stringField(data, j); !ok {
+			return false
+		}
+		if j, ok := expect(data, i, `,"tracestate":`); ok {
+			if tc.Tracestate, i, ok = stringField(data, j); !ok {
+				return false
+			}
+		}
+		if i, ok = expect(data, i, "}"); !ok {
+			return false
+		}
+		f.Ctx.Trace = tc
+	}
 	i, ok = expect(data, i, "}}")
 	return ok && i == len(data)
 }
@@ -511,7 +534,8 @@ func Encode(f *Frame) ([]byte, error) {
 }
 
 // AppendEvent appends the EVENT frame of event e, delivered to group on the
-// subscription of topic, to dst. The payload's stored bytes are copied (and
+// subscription of topic, to dst, with e.Trace (when set) in its ctx;
+// attempt and ackDeadlineMs are at least 1. The payload's stored bytes are copied (and
 // compacted), never re-marshalled; the output equals json.Marshal of the
 // equivalent [Frame] for any valid JSON payload.
 func AppendEvent(dst []byte, topic, group string, e *facade.EventRecord, attempt int, ackDeadlineMs int64) []byte {
@@ -525,17 +549,43 @@ func AppendEvent(dst []byte, topic, group string, e *facade.EventRecord, attempt
 	dst = strconv.AppendInt(dst, int64(attempt), 10)
 	dst = append(dst, `,"ack_deadline_ms":`...)
 	dst = strconv.AppendInt(dst, ackDeadlineMs, 10)
+	if tc := e.Trace; tc != nil {
+		dst = AppendTrace(append(dst, ','), tc)
+	}
 	return append(dst, "}}"...)
 }
 
+// AppendTrace appends "trace":{…}, tc as json.Marshal writes a
+// [facade.TraceContext] under that name.
+func AppendTrace(dst []byte, tc *facade.TraceContext) []byte {
+	dst = append(dst, `"trace":{`...)
+	if tc.Traceparent != "" {
+		dst = append(dst, `"traceparent":`...)
+		dst = eventjson.AppendString(dst, tc.Traceparent)
+	}
+	if tc.Tracestate != "" {
+		if tc.Traceparent != "" {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"tracestate":`...)
+		dst = eventjson.AppendString(dst, tc.Tracestate)
+	}
+	return append(dst, '}')
+}
+
 // AppendLiveEvent appends the EVENT frame of a live subscription:
-// {"op":"EVENT","topic":…,"event":{…}}, without group or ctx (there is
-// nothing to acknowledge); the event's seq is its position.
+// {"op":"EVENT","topic":…,"event":{…}}, without group (there is nothing
+// to acknowledge), with a ctx only for e.Trace; the event's seq is its
+// position.
 func AppendLiveEvent(dst []byte, e *facade.EventRecord) []byte {
 	dst = append(dst, `{"op":"EVENT","topic":`...)
 	dst = eventjson.AppendString(dst, e.Topic)
 	dst = append(dst, `,"event":`...)
 	dst = AppendEventRecord(dst, e)
+	if tc := e.Trace; tc != nil {
+		dst = AppendTrace(append(dst, `,"ctx":{`...), tc)
+		dst = append(dst, '}')
+	}
 	return append(dst, '}')
 }
 

@@ -25,7 +25,7 @@ type refEvent struct {
 
 func marshalRef(t testing.TB, topic, group string, e *facade.EventRecord, attempt int, ms int64) []byte {
 	t.Helper()
-	b, err := json.Marshal(refEvent{OpEvent, topic, group, e, EventContext{attempt, ms}})
+	b, err := json.Marshal(refEvent{OpEvent, topic, group, e, EventContext{Attempt: attempt, AckDeadlineMs: ms, Trace: e.Trace}})
 	if err != nil {
 		t.Fatalf("json.Marshal: %v", err)
 	}
@@ -52,6 +52,10 @@ func TestAppendEventMatchesJSON(t *testing.T) {
 		{"unicode", &facade.EventRecord{ID: "日本", Topic: "t", Payload: json.RawMessage(`"日本 ü 🎉"`)}},
 		{"nil payload", &facade.EventRecord{ID: "i", Topic: "t"}},
 		{"tombstone", &facade.EventRecord{ID: "i", Topic: "t", Key: "k", Payload: json.RawMessage(`null`), Seq: 9, Deleted: true}},
+		{"traced", &facade.EventRecord{ID: "i", Topic: "t", Payload: json.RawMessage(`1`), Trace: &facade.TraceContext{
+			Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Tracestate: "congo=t61rcWkgMzE"}}},
+		{"traceparent only", &facade.EventRecord{ID: "i", Topic: "t", Payload: json.RawMessage(`1`), Trace: &facade.TraceContext{
+			Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"}}},
 		{"empty collections", &facade.EventRecord{ID: "i", Topic: "t", Headers: map[string]string{}, Tags: []string{}, Payload: json.RawMessage(`0`)}},
 		{"many headers", &facade.EventRecord{ID: "i", Topic: "t", Payload: json.RawMessage(`0`), Headers: map[string]string{
 			"k9": "9", "k1": "1", "k8": "8", "k2": "2", "k7": "7", "k3": "3", "k6": "6", "k4": "4", "k5": "5", "k10": "10",
@@ -256,6 +260,9 @@ func FuzzDecode(f *testing.F) {
 		`{"op":"EVENT","topic":"a","group":"g","event":{"id":"i","ts":1,"topic":"a","payload":null},"ctx":{"attempt":1,"ack_deadline_ms":5}}`,
 		`{"op":"EVENT","topic":"a","group":"g","event":{"id":"i","ts":1,"topic":"a","key":"k","payload":null,"seq":2,"deleted":true},"ctx":{"attempt":1,"ack_deadline_ms":5}}`,
 		`{"op":"EVENT","topic":"a","event":{"id":"i","ts":1,"topic":"a","payload":{"s":"\u00e9Ã©"},"seq":3}}`,
+		`{"op":"EVENT","topic":"a","group":"g","event":{"id":"i","ts":1,"topic":"a","payload":1},"ctx":{"attempt":1,"ack_deadline_ms":5,"trace":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","tracestate":"a=b"}}}`,
+		`{"op":"PUBLISH","topic":"a","payload":1,"trace":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}`,
+		`{"op":"PUBLISH","topic":"a","payload":1,"trace":{"traceparent":"x","Traceparent":"y"}}`,
 		`{"op":"ERR","code":"bad_json","msg":"x"}`,
 		`{"op":"AUTH"`, `[]`, `null`, `{"op":7}`, `{"OP":"AUTH","Token":"x"}`, `{"op":"AUTH","token":"\ud800"}`,
 	} {
@@ -361,6 +368,7 @@ func FuzzEncodeEvent(f *testing.F) {
 	f.Add("<id>", "t", "host:a b", "h<", "v&", "tag\u2028", []byte(" [ 1 , \"a b\" ] "), 3, int64(0))
 	f.Add("\xff", "\x00", "\u2029", "\"", "\\", "\n", []byte(`"\u003c<>&"`), -1, int64(-5))
 	f.Add("i", "t", "k", "", "v", "", []byte("\"\xe2\x80\xa8\""), 2, int64(7))
+	f.Add("i", "t", "", "traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "a=b", []byte(`1`), 1, int64(5))
 	f.Fuzz(func(t *testing.T, id, topic, key, hk, hv, tag string, payload []byte, attempt int, ms int64) {
 		if !json.Valid(payload) {
 			return
@@ -372,6 +380,10 @@ func FuzzEncodeEvent(f *testing.F) {
 		if tag != "" {
 			e.Tags = []string{tag, tag}
 			e.CausedBy = []string{id}
+		}
+		attempt, ms = max(attempt, 1), max(ms, 1) // their domain
+		if hk == "traceparent" || len(hv)%3 == 1 {
+			e.Trace = &facade.TraceContext{Traceparent: hv, Tracestate: tag}
 		}
 		got := AppendEvent(nil, topic, key, e, attempt, ms)
 		if !json.Valid(got) {
@@ -421,5 +433,29 @@ func BenchmarkDecodeEvent(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestLiveEventTrace: a live EVENT of an event with trace context has a
+// ctx holding only it, as json.Marshal of the frame writes it; without,
+// no ctx.
+func TestLiveEventTrace(t *testing.T) {
+	tc := &facade.TraceContext{Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Tracestate: "a=b"}
+	e := &facade.EventRecord{ID: "i", TS: 5, Topic: "a.b", Payload: json.RawMessage(`1`), Seq: 9, Trace: tc}
+	got := AppendLiveEvent(nil, e)
+	want, err := Encode(&Frame{Op: OpEvent, Topic: "a.b", Event: e, Ctx: &EventContext{Trace: tc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	var f Frame
+	if err := Decode(got, &f); err != nil || f.Ctx == nil || *f.Ctx.Trace != *tc || f.Group != "" {
+		t.Fatalf("decoded %+v (%v)", f, err)
+	}
+	e.Trace = nil
+	if b := AppendLiveEvent(nil, e); bytes.Contains(b, []byte(`"ctx"`)) {
+		t.Fatalf("live EVENT without trace context has a ctx: %s", b)
 	}
 }

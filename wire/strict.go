@@ -46,10 +46,12 @@ var (
 	liveSchema    = schemaOf(reflect.TypeFor[LiveOptions](), map[string]*schema{
 		"since": schemaOf(reflect.TypeFor[LivePosition](), nil),
 	})
+	traceSchema = schemaOf(reflect.TypeFor[facade.TraceContext](), nil)
 	frameSchema = schemaOf(reflect.TypeFor[Frame](), map[string]*schema{
 		"cursor": cursorSchema,
 		"event":  schemaOf(reflect.TypeFor[facade.EventRecord](), nil),
-		"ctx":    schemaOf(reflect.TypeFor[EventContext](), nil),
+		"ctx":    schemaOf(reflect.TypeFor[EventContext](), map[string]*schema{"trace": traceSchema}),
+		"trace":  traceSchema,
 	})
 )
 

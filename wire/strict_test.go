@@ -22,6 +22,8 @@ func TestDecodeIsExact(t *testing.T) {
 		{"kelvin sign folds to k", `{"op":"PUBLISH","topic":"a","payload":1,"opts":{"\u212aey":"x"}}`},
 		{"nested cursor case", `{"op":"SEEK","topic":"a","group":"g","cursor":{"LastSeq":3}}`},
 		{"delete key case", `{"op":"DELETE","topic":"a","key":"k","Key":"j"}`},
+		{"trace case", `{"op":"PUBLISH","topic":"a","payload":1,"trace":{"traceparent":"x","Traceparent":"y"}}`},
+		{"event ctx trace duplicate", `{"op":"EVENT","topic":"a","group":"g","event":{"id":"i","ts":1,"topic":"a","payload":1},"ctx":{"attempt":1,"ack_deadline_ms":5,"trace":{"tracestate":"a","tracestate":"b"}}}`},
 	} {
 		var f Frame
 		err := Decode([]byte(tc.frame), &f)

@@ -45,6 +45,7 @@ var pageImports = map[string]map[string]string{
 		"jetstream":  "github.com/nats-io/nats.go/jetstream",
 		"eventhubjs": "github.com/eventhub/eventhub/jetstream",
 	},
+	"docs/tracing.md": {"sdktrace": "go.opentelemetry.io/otel/sdk/trace"},
 }
 
 var goBlock = regexp.MustCompile("(?s)```go\n(.*?)```")

@@ -26,8 +26,16 @@ export interface EventRecord<T = unknown> {
   deleted?: boolean;
 }
 
+/** An event's W3C trace context (docs/tracing.md): start the handler's spans under it. */
+export interface TraceContext {
+  traceparent: string;
+  tracestate?: string;
+}
+
 /** `ctx` of an EVENT frame, plus helpers of the client. */
 export interface DeliveryContext {
+  /** The trace context of the hub's deliver span (or the one the event was published with), when it has one. */
+  trace?: TraceContext;
   /** Deliveries of this event to the group, from 1. */
   attempt: number;
   /** Milliseconds left of the lease when the event was sent. */
@@ -50,6 +58,8 @@ export interface LiveEventInfo {
   replay: boolean;
   /** Part of the snapshot (the newest event of its key), in key order rather than stream order. */
   snapshot: boolean;
+  /** The trace context the event was published with, when it has one. */
+  trace?: TraceContext;
 }
 
 /** The handler of a live subscription; nothing is acknowledged. A throw or rejection is reported as an "error" event. */

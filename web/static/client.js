@@ -46,7 +46,7 @@ export class EventHubError extends Error {
 }
 
 /** Version of the protocol (docs/protocol.md) this client speaks, "major.minor". */
-export const PROTOCOL_VERSION = "1.0";
+export const PROTOCOL_VERSION = "1.1";
 
 /** Connection states of [EventHubClient]. */
 export const State = Object.freeze({
@@ -908,6 +908,7 @@ export class EventHubClient extends EventTarget {
       group: f.group,
       modAck: (extendMs) => sub.modAck(event.id, extendMs),
     };
+    if (ctx.trace) dctx.trace = ctx.trace;
     if (sub.manualAck) {
       this._run(sub, event, dctx).catch((err) => this._emit("error", { error: err, subscription: sub, event }));
       return;
@@ -933,6 +934,7 @@ export class EventHubClient extends EventTarget {
       if (!snapshot) sub._known = true;
     }
     const info = { topic: f.topic, replay: sub._replaying, snapshot };
+    if (f.ctx && f.ctx.trace) info.trace = f.ctx.trace;
     let r;
     try {
       r = sub._handler(event, info);

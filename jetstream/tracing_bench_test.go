@@ -1,0 +1,173 @@
+//go:build unix
+
+package jetstream_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/natstest"
+	"github.com/eventhub/eventhub/jetstream"
+)
+
+// cpuTime is the CPU time (user and system) the process used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// compareCPU is compareAll, also reporting each contestant's CPU time per
+// operation (the whole process's: client, server and exporter) and its
+// ratio to the first's. On a shared machine CPU time is steadier than
+// throughput: other processes' load delays a contestant but does not
+// count.
+func compareCPU(b *testing.B, unit string, cs ...contestant) {
+	cpu := make([]time.Duration, len(cs))
+	ops := make([]int, len(cs))
+	timed := make([]contestant, len(cs))
+	for i, c := range cs {
+		timed[i] = contestant{c.name, func(n int) {
+			t0 := cpuTime()
+			c.run(n)
+			cpu[i] += cpuTime() - t0
+			ops[i] += n
+		}}
+	}
+	compareAll(b, unit, timed...)
+	per := func(i int) float64 { return float64(cpu[i].Microseconds()) / float64(ops[i]) }
+	for i, c := range cs {
+		b.ReportMetric(per(i), c.name+"-cpu-µs/"+unit)
+		if i > 0 {
+			b.ReportMetric(per(i)/per(0), c.name+"/"+cs[0].name+"-cpu")
+		}
+	}
+}
+
+// BenchmarkTracing: publish and consume+ack of 128-byte events through a
+// bus without tracing ("hub") and through one that traces every event
+// ("traced": an SDK provider batching spans to an exporter that drops
+// them), beside raw nats.go, on one server in one run. traced/hub is the
+// cost of tracing; hub/raw is to be read against the same figure of the
+// benchmarks without tracing (BenchmarkPublishSyncLatency,
+// BenchmarkConsumeAck).
+func BenchmarkTracing(b *testing.B) {
+	srv := natstest.RunEmbedded(b)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	newBus := func(tp *sdktrace.TracerProvider) *jetstream.Bus {
+		cfg := jetstream.Config{PublishAsyncMaxPending: benchWindow}
+		if tp != nil {
+			cfg.TracerProvider = tp
+		}
+		bus, err := jetstream.New(natstest.InProcessConn(b, srv), cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = bus.Close() })
+		return bus
+	}
+	off, on := newBus(nil), newBus(tp)
+	js, err := njs.New(natstest.InProcessConn(b, srv), njs.WithPublishAsyncMaxPending(benchWindow))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, njs.StreamConfig{Name: "RAW", Subjects: []string{"raw.>"}, Storage: njs.FileStorage}); err != nil {
+		b.Fatal(err)
+	}
+	data := payloadOf(128)
+	publish := func(bus *jetstream.Bus, topic string) func(int) {
+		return func(n int) {
+			for range n {
+				if _, err := bus.Publish(ctx, topic, data, facade.PublishOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	b.Run("publish", func(b *testing.B) {
+		compareCPU(b, "msgs",
+			contestant{"raw", func(n int) {
+				for range n {
+					if _, err := js.Publish(ctx, "raw.sync", data); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}},
+			contestant{"hub", publish(off, "bench.off")},
+			contestant{"traced", publish(on, "bench.on")},
+		)
+	})
+	b.Run("consume-ack", func(b *testing.B) {
+		// Each round reads the first n events of its topic with a new
+		// group: every topic holds them before the clock starts (n as
+		// compareAll computes it, 3 contestants).
+		rounds := max(b.N/2000/6, 1) * 6
+		n := max(b.N/rounds, 200)
+		for range n {
+			_, _ = js.PublishMsgAsync(&nats.Msg{Subject: "raw.consume", Data: data})
+			_, _ = off.PublishAsync(ctx, "consume.off", data, facade.PublishOptions{})
+			_, _ = on.PublishAsync(ctx, "consume.on", data, facade.PublishOptions{})
+		}
+		<-js.PublishAsyncComplete()
+		<-off.JetStream().PublishAsyncComplete()
+		<-on.JetStream().PublishAsyncComplete()
+		round := 0
+		consume := func(bus *jetstream.Bus, topic string) func(int) {
+			return func(n int) {
+				round++
+				var got atomic.Int64
+				done := make(chan struct{})
+				sub, err := bus.Subscribe(ctx, topic, fmt.Sprintf("g%d", round), func(context.Context, facade.Delivery) error {
+					if got.Add(1) == int64(n) {
+						close(done)
+					}
+					return nil
+				}, facade.SubscribeOptions{From: facade.FromEarliest})
+				if err != nil {
+					b.Fatal(err)
+				}
+				<-done
+				_ = sub.Stop(ctx)
+			}
+		}
+		compareCPU(b, "msgs",
+			contestant{"raw", func(n int) {
+				round++
+				cons, err := js.CreateConsumer(ctx, "RAW", njs.ConsumerConfig{
+					Durable: fmt.Sprintf("raw%d", round), AckPolicy: njs.AckExplicitPolicy,
+					FilterSubject: "raw.consume", MaxAckPending: 1000,
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				var got atomic.Int64
+				done := make(chan struct{})
+				cc, err := cons.Consume(func(m njs.Msg) {
+					_ = m.Ack()
+					if got.Add(1) == int64(n) {
+						close(done)
+					}
+				}, njs.PullMaxMessages(100))
+				if err != nil {
+					b.Fatal(err)
+				}
+				<-done
+				cc.Stop()
+			}},
+			contestant{"hub", consume(off, "consume.off")},
+			contestant{"traced", consume(on, "consume.on")},
+		)
+	})
+}
