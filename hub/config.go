@@ -290,7 +290,7 @@ const redacted = "REDACTED"
 
 // Redacted returns c with its secrets replaced by "REDACTED": the static
 // token, the JWT secret, the NATS password, token and callout seed, and
-// the passwords in the NATS and outbox URLs.
+// the passwords in the NATS, outbox and tracing endpoint URLs.
 func (c Config) Redacted() Config {
 	for _, s := range []*string{&c.Auth.Token, &c.NATS.Password, &c.NATS.Token, &c.NATS.CalloutSeed} {
 		if *s != "" {
@@ -302,6 +302,7 @@ func (c Config) Redacted() Config {
 	}
 	c.NATS.URL = RedactURLs(c.NATS.URL)
 	c.Outbox.DB = RedactURLs(c.Outbox.DB)
+	c.Tracing.Endpoint = RedactURLs(c.Tracing.Endpoint)
 	return c
 }
 

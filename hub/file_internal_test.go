@@ -259,14 +259,15 @@ func TestRedactedHidesSecrets(t *testing.T) {
 	f.NATS.CalloutSeed = "SAAGNATSCALLOUTSEED"
 	f.NATS.URL = "nats://hub:url-password-1@n1:4222, nats://n2:4222"
 	f.Outbox.DB = "postgres://app:db-password-1@db:5432/app?sslmode=disable&password=db-password-2"
+	f.Tracing.Endpoint = "https://otel:otlp-password-1@collector:4318/v1/traces"
 	out := yamlOf(t, f.Redacted())
 	for _, secret := range []string{"static-token-0123456789", "jwt-secret-0123456789", "nats-password-1", "nats-token-1",
-		"SAAGNATSCALLOUTSEED", "url-password-1", "db-password-1", "db-password-2"} {
+		"SAAGNATSCALLOUTSEED", "url-password-1", "db-password-1", "db-password-2", "otlp-password-1"} {
 		if strings.Contains(out, secret) {
 			t.Errorf("printed configuration shows %q", secret)
 		}
 	}
-	for _, kept := range []string{"hub:REDACTED@n1:4222", "nats://n2:4222", "app:REDACTED@db:5432/app", "sslmode=disable"} {
+	for _, kept := range []string{"hub:REDACTED@n1:4222", "nats://n2:4222", "app:REDACTED@db:5432/app", "sslmode=disable", "otel:REDACTED@collector:4318"} {
 		if !strings.Contains(out, kept) {
 			t.Errorf("printed configuration lost %q:\n%s", kept, out)
 		}
