@@ -226,6 +226,7 @@ func (stubDelivery) Deadline() time.Time                         { return time.T
 func (stubDelivery) Ack(context.Context) error                   { return facade.ErrSettled }
 func (stubDelivery) Nack(context.Context, string) error          { return facade.ErrSettled }
 func (stubDelivery) Extend(context.Context, time.Duration) error { return facade.ErrSettled }
+func (stubDelivery) AfterExpire(func())                          {}
 
 func TestRetryPolicy(t *testing.T) {
 	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -17,7 +16,8 @@ import (
 // session is one client connection's protocol state: its principal, its
 // subscriptions and their leases. handle runs on the connection's reader
 // goroutine, one frame at a time; deliveries arrive on the bus's
-// goroutines; the sweeper runs on a timer. mu guards the shared state.
+// goroutines, and so do the bus's notices of expired leases. mu guards the
+// shared state.
 type session struct {
 	gw     *Gateway
 	t      transport
@@ -45,9 +45,6 @@ type session struct {
 	mu        sync.Mutex
 	subs      map[subKey]*subscription
 	lives     map[string]*liveSub // live subscriptions by topic; nil while starting
-	leases    leaseHeap           // every lease of every subscription, by deadline
-	sweeper   *time.Timer
-	sweepAt   time.Time
 	authTimer *time.Timer
 	expTimer  *time.Timer
 	ended     bool
@@ -97,15 +94,14 @@ func (sub *subscription) freed() {
 }
 
 // lease is one event in flight to the client: the bus's delivery handle,
-// settled by the client's ACK, NACK or MODACK of the event's id.
+// settled by the client's ACK, NACK or MODACK of the event's id. Its
+// deadline is the delivery's.
 type lease struct {
-	sub      *subscription
-	d        facade.Delivery
-	frame    uint64 // the transport's number of its EVENT frame
-	id       string
-	attempt  int
-	deadline time.Time
-	index    int // in session.leases
+	sub     *subscription
+	d       facade.Delivery
+	frame   uint64 // the transport's number of its EVENT frame
+	id      string
+	attempt int
 }
 
 type pendingPublish struct {
@@ -648,7 +644,6 @@ func (s *session) deliver(sub *subscription, d facade.Delivery) {
 	}
 	buf := getBuf()
 	*buf = wire.AppendEvent((*buf)[:0], sub.key.topic, sub.key.group, e, d.Attempt(), sub.ackTimeout.Milliseconds())
-	deadline := time.Now().Add(sub.ackTimeout)
 	s.mu.Lock()
 	if sub.stopped {
 		// Unsubscribing or ending: the event never reaches the client.
@@ -663,15 +658,12 @@ func (s *session) deliver(sub *subscription, d facade.Delivery) {
 		// A redelivery of an event still in flight here supersedes the
 		// old lease: one id is never in flight twice on a subscription.
 		// The old delivery's lease ended at the store already.
-		l.d, l.attempt, l.deadline = d, d.Attempt(), deadline
-		heap.Fix(&s.leases, l.index)
+		l.d, l.attempt = d, d.Attempt()
 		sub.held.Add(-1) // the old lease's slot is the new one's
 	} else {
-		l = &lease{sub: sub, d: d, id: e.ID, attempt: d.Attempt(), deadline: deadline}
+		l = &lease{sub: sub, d: d, id: e.ID, attempt: d.Attempt()}
 		sub.leases[e.ID] = l
-		heap.Push(&s.leases, l)
 	}
-	s.armLocked(deadline)
 	if s.expired() {
 		// Leased but not sent: the session is ending, and hands it back.
 		l.frame = ^uint64(0)
@@ -685,55 +677,24 @@ func (s *session) deliver(sub *subscription, d facade.Delivery) {
 		l.frame = ^uint64(0) // never queued
 	}
 	s.mu.Unlock()
+	d.AfterExpire(func() { s.expireLease(l, d) })
 	if res == queueFull {
 		s.slow()
 	}
 }
 
-// armLocked makes the sweeper run by deadline d.
-func (s *session) armLocked(d time.Time) {
-	if s.ended {
-		return
-	}
-	if s.sweeper == nil {
-		s.sweeper = time.AfterFunc(time.Until(d), s.sweep)
-		s.sweepAt = d
-		return
-	}
-	if s.sweepAt.IsZero() || d.Before(s.sweepAt) {
-		s.sweeper.Reset(time.Until(d))
-		s.sweepAt = d
-	}
-}
-
-// sweep drops the expired leases: a client's ACK of one is then refused
-// (unknown_id). A delivery whose own deadline has passed too is handed back
-// by the bus (the store redelivers it); one whose deadline is later (the
-// member's lease is longer than this subscription's) is handed back here.
-func (s *session) sweep() {
-	now := time.Now()
+// expireLease drops l when its delivery d ended without the client
+// settling it (its deadline passed, the store redelivered it, or the bus
+// handed it back): a client's ACK of it is then refused (unknown_id). The
+// bus hands the event back to the group.
+func (s *session) expireLease(l *lease, d facade.Delivery) {
 	s.mu.Lock()
-	s.sweepAt = time.Time{}
-	var early []*lease
-	for len(s.leases) > 0 && !s.leases[0].deadline.After(now) {
-		l := heap.Pop(&s.leases).(*lease)
+	defer s.mu.Unlock()
+	if l.sub.leases[l.id] == l && l.d == d {
 		delete(l.sub.leases, l.id)
-		if now.Before(l.d.Deadline()) {
-			early = append(early, l)
-		}
 		l.sub.freed()
 	}
-	if len(s.leases) > 0 {
-		s.armLocked(s.leases[0].deadline)
-	}
-	s.mu.Unlock()
-	for _, l := range early {
-		s.handBack(l, "ack deadline passed")
-	}
 }
-
-// handBack returns a leased event to its group as a spent attempt.
-func (s *session) handBack(l *lease, reason string) { s.gw.giveBack(l.d, true, reason) }
 
 // detachLocked stops sub's deliveries and removes its leases, returning
 // them.
@@ -745,7 +706,6 @@ func (s *session) detachLocked(sub *subscription) []*lease {
 	}
 	out := make([]*lease, 0, len(sub.leases))
 	for _, l := range sub.leases {
-		heap.Remove(&s.leases, l.index)
 		out = append(out, l)
 	}
 	clear(sub.leases)
@@ -755,7 +715,7 @@ func (s *session) detachLocked(sub *subscription) []*lease {
 // stopSub hands sub's leases back, then stops its bus subscription.
 func (s *session) stopSub(sub *subscription, leases []*lease, reason string) {
 	for _, l := range leases {
-		s.handBack(l, reason)
+		s.gw.giveBack(l.d, true, reason)
 	}
 	s.stopBusSub(sub)
 }
@@ -836,7 +796,6 @@ func (s *session) settle(f *wire.Frame) error {
 		return s.modAck(f, sub, l, d)
 	}
 	delete(sub.leases, f.ID)
-	heap.Remove(&s.leases, l.index)
 	sub.freed()
 	s.mu.Unlock()
 
@@ -877,9 +836,9 @@ func leaseEnded(err error) bool {
 	return errors.Is(err, facade.ErrExpired) || errors.Is(err, facade.ErrSettled) || errors.Is(err, facade.ErrClosed)
 }
 
-// modAck moves the lease to now + max(1s, extend_ms, or the subscription's
-// ack timeout when extend_ms is absent), at most MaxAckTimeout, and the
-// store's deadline with it.
+// modAck moves the lease, the delivery's deadline, to now + max(1s,
+// extend_ms, or the subscription's ack timeout when extend_ms is absent),
+// at most MaxAckTimeout.
 func (s *session) modAck(f *wire.Frame, sub *subscription, l *lease, d facade.Delivery) error {
 	by := time.Duration(f.ExtendMs) * time.Millisecond
 	if f.ExtendMs == 0 {
@@ -891,19 +850,15 @@ func (s *session) modAck(f *wire.Frame, sub *subscription, l *lease, d facade.De
 	if err := d.Extend(ctx, by); err != nil {
 		return leaseErr(err, f.ID)
 	}
-	deadline := time.Now().Add(by)
 	s.mu.Lock()
-	if sub.leases[f.ID] != l || l.d != d {
+	current := sub.leases[f.ID] == l && l.d == d
+	s.mu.Unlock()
+	if !current {
 		// It expired (and was handed back), or the store redelivered it
 		// (the lease now holds a new delivery, which this did not
 		// extend), while the store extended it.
-		s.mu.Unlock()
 		return fmt.Errorf("%w: lease of %s expired", facade.ErrUnknownID, f.ID)
 	}
-	l.deadline = deadline
-	heap.Fix(&s.leases, l.index)
-	s.armLocked(deadline)
-	s.mu.Unlock()
 	if f.Corr != "" {
 		s.sendOK(f.Corr)
 	}
@@ -1043,9 +998,6 @@ func (s *session) end(reason string) {
 	if s.expTimer != nil {
 		s.expTimer.Stop()
 	}
-	if s.sweeper != nil {
-		s.sweeper.Stop()
-	}
 	s.mu.Unlock()
 
 	for _, ls := range lives {
@@ -1060,29 +1012,4 @@ func (s *session) end(reason string) {
 		close(s.pubs)
 		<-s.pubDone
 	}
-}
-
-// leaseHeap orders leases by deadline (container/heap).
-type leaseHeap []*lease
-
-func (h leaseHeap) Len() int           { return len(h) }
-func (h leaseHeap) Less(i, j int) bool { return h[i].deadline.Before(h[j].deadline) }
-func (h leaseHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index = i
-	h[j].index = j
-}
-func (h *leaseHeap) Push(x any) {
-	l := x.(*lease)
-	l.index = len(*h)
-	*h = append(*h, l)
-}
-func (h *leaseHeap) Pop() any {
-	old := *h
-	n := len(old)
-	l := old[n-1]
-	old[n-1] = nil
-	l.index = -1
-	*h = old[:n-1]
-	return l
 }
