@@ -97,11 +97,10 @@ func (sub *subscription) freed() {
 // settled by the client's ACK, NACK or MODACK of the event's id. Its
 // deadline is the delivery's.
 type lease struct {
-	sub     *subscription
-	d       facade.Delivery
-	frame   uint64 // the transport's number of its EVENT frame
-	id      string
-	attempt int
+	sub   *subscription
+	d     facade.Delivery
+	frame uint64 // the transport's number of its EVENT frame
+	id    string
 }
 
 type pendingPublish struct {
@@ -177,6 +176,22 @@ func (s *session) sendOK(corr string) {
 	buf := getBuf()
 	*buf = wire.AppendOK((*buf)[:0], corr)
 	s.send(buf)
+}
+
+// sendPublishOK answers a PUBLISH (or DELETE) with the stored event's
+// id, seq and ts.
+func (s *session) sendPublishOK(corr string, rec *facade.EventRecord) {
+	buf := getBuf()
+	*buf = wire.AppendPublishOK((*buf)[:0], corr, rec.ID, rec.Seq, rec.TS)
+	s.send(buf)
+}
+
+// sendEnded tells the client that its subscription to topic (as group,
+// "" for a live one) ended, with code and why.
+func (s *session) sendEnded(code, topic, group, msg string) {
+	if b, err := wire.Encode(&wire.Frame{Op: wire.OpErr, Code: code, Topic: topic, Group: group, Msg: msg}); err == nil {
+		s.send(&b)
+	}
 }
 
 func (s *session) reqCtx() (context.Context, context.CancelFunc) {
@@ -352,19 +367,13 @@ func (s *session) auth(f *wire.Frame) error {
 	for _, ls := range liveRevoked {
 		s.gw.unfollow(ls)
 		s.gw.authFailed("ws", wire.CodeForbidden)
-		b, err := wire.Encode(&wire.Frame{Op: wire.OpErr, Code: wire.CodeForbidden, Topic: ls.lt.topic,
-			Msg: fmt.Sprintf("live subscription to %s ended: the new credentials have no subscribe permission on it", ls.lt.topic)})
-		if err == nil {
-			s.send(&b)
-		}
+		s.sendEnded(wire.CodeForbidden, ls.lt.topic, "",
+			fmt.Sprintf("live subscription to %s ended: the new credentials have no subscribe permission on it", ls.lt.topic))
 	}
 	for i, sub := range revoked {
 		s.gw.authFailed("ws", wire.CodeForbidden)
-		b, err := wire.Encode(&wire.Frame{Op: wire.OpErr, Code: wire.CodeForbidden, Topic: sub.key.topic, Group: sub.key.group,
-			Msg: fmt.Sprintf("subscription to %s as %s ended: the new credentials have no subscribe permission on it", sub.key.topic, sub.key.group)})
-		if err == nil {
-			s.send(&b)
-		}
+		s.sendEnded(wire.CodeForbidden, sub.key.topic, sub.key.group,
+			fmt.Sprintf("subscription to %s as %s ended: the new credentials have no subscribe permission on it", sub.key.topic, sub.key.group))
 		s.stopSub(sub, stops[i], "subscription revoked")
 	}
 	s.moveHolds(p, kept, liveKept)
@@ -390,60 +399,28 @@ func (s *session) moveHolds(p Principal, subs []*subscription, lives []*liveSub)
 		if group != "" {
 			what += " as " + group
 		}
-		b, eerr := wire.Encode(&wire.Frame{Op: wire.OpErr, Code: wire.CodeSubQuota, Topic: topic, Group: group,
-			Msg: fmt.Sprintf("subscription to %s ended: the new credentials' principal has no room for it: %s", what, msg)})
-		if eerr == nil {
-			s.send(&b)
-		}
+		s.sendEnded(wire.CodeSubQuota, topic, group,
+			fmt.Sprintf("subscription to %s ended: the new credentials' principal has no room for it: %s", what, msg))
 	}
 	for _, sub := range subs {
+		err := s.rehold(ctx, p, &s.mu, &sub.release, func() bool { return sub.left })
+		if err == nil {
+			continue
+		}
 		s.mu.Lock()
-		old := sub.release
-		sub.release = nil
+		if s.subs[sub.key] != sub {
+			s.mu.Unlock()
+			continue
+		}
+		delete(s.subs, sub.key)
+		leases := s.detachLocked(sub)
 		s.mu.Unlock()
-		if old != nil {
-			old()
-		}
-		release, err := s.gw.holdSubscription(ctx, p)
-		s.mu.Lock()
-		switch {
-		case err == nil && !sub.left:
-			sub.release = release
-			s.mu.Unlock()
-		case err == nil: // it ended meanwhile
-			s.mu.Unlock()
-			release()
-		default:
-			if s.subs[sub.key] != sub {
-				s.mu.Unlock()
-				continue
-			}
-			delete(s.subs, sub.key)
-			leases := s.detachLocked(sub)
-			s.mu.Unlock()
-			ended(sub.key.topic, sub.key.group, err)
-			s.stopSub(sub, leases, "subscription quota")
-		}
+		ended(sub.key.topic, sub.key.group, err)
+		s.stopSub(sub, leases, "subscription quota")
 	}
 	for _, ls := range lives {
-		ls.mu.Lock()
-		old := ls.release
-		ls.release = nil
-		ls.mu.Unlock()
-		if old != nil {
-			old()
-		}
-		release, err := s.gw.holdSubscription(ctx, p)
+		err := s.rehold(ctx, p, &ls.mu, &ls.release, func() bool { return ls.dead })
 		if err == nil {
-			ls.mu.Lock()
-			dead := ls.dead
-			if !dead {
-				ls.release = release
-			}
-			ls.mu.Unlock()
-			if dead {
-				release()
-			}
 			continue
 		}
 		topic := ls.lt.topic
@@ -458,6 +435,33 @@ func (s *session) moveHolds(p Principal, subs []*subscription, lives []*liveSub)
 			ended(topic, "", err)
 		}
 	}
+}
+
+// rehold gives back the quota hold in *release and takes one on p's
+// subscription quota in its place, unless gone reports that its
+// subscription ended meanwhile; mu guards both.
+func (s *session) rehold(ctx context.Context, p Principal, mu *sync.Mutex, release *func(), gone func() bool) error {
+	mu.Lock()
+	old := *release
+	*release = nil
+	mu.Unlock()
+	if old != nil {
+		old()
+	}
+	r, err := s.gw.holdSubscription(ctx, p)
+	if err != nil {
+		return err
+	}
+	mu.Lock()
+	dead := gone()
+	if !dead {
+		*release = r
+	}
+	mu.Unlock()
+	if dead {
+		r()
+	}
+	return nil
 }
 
 // principalName is the name of p whose quotas the limiter counts (its
@@ -658,10 +662,10 @@ func (s *session) deliver(sub *subscription, d facade.Delivery) {
 		// A redelivery of an event still in flight here supersedes the
 		// old lease: one id is never in flight twice on a subscription.
 		// The old delivery's lease ended at the store already.
-		l.d, l.attempt = d, d.Attempt()
+		l.d = d
 		sub.held.Add(-1) // the old lease's slot is the new one's
 	} else {
-		l = &lease{sub: sub, d: d, id: e.ID, attempt: d.Attempt()}
+		l = &lease{sub: sub, d: d, id: e.ID}
 		sub.leases[e.ID] = l
 	}
 	if s.expired() {
@@ -786,7 +790,7 @@ func (s *session) settle(f *wire.Frame) error {
 		return fmt.Errorf("%w: %s/%s", wire.ErrNotSubscribed, f.Topic, f.Group)
 	}
 	l := sub.leases[f.ID]
-	if l == nil || (f.Attempt != 0 && f.Attempt != l.attempt) {
+	if l == nil || (f.Attempt != 0 && f.Attempt != l.d.Attempt()) {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: %s is not in flight on %s/%s (never delivered, already settled, or its lease expired)", facade.ErrUnknownID, f.ID, f.Topic, f.Group)
 	}
@@ -904,9 +908,7 @@ func (s *session) publish(f *wire.Frame) error {
 	if err != nil {
 		return err
 	}
-	buf := getBuf()
-	*buf = wire.AppendPublishOK((*buf)[:0], f.Corr, rec.ID, rec.Seq, rec.TS)
-	s.send(buf)
+	s.sendPublishOK(f.Corr, rec)
 	return nil
 }
 
@@ -920,9 +922,7 @@ func (s *session) publishWaiter() {
 			s.replyErr(p.corr, err, wire.CodePublishFailed)
 			continue
 		}
-		buf := getBuf()
-		*buf = wire.AppendPublishOK((*buf)[:0], p.corr, rec.ID, rec.Seq, rec.TS)
-		s.send(buf)
+		s.sendPublishOK(p.corr, rec)
 	}
 }
 

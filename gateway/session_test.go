@@ -205,7 +205,7 @@ func TestSessionLeaseSweep(t *testing.T) {
 	s.mu.Lock()
 	long := s.subs[subKey{"sweep.t", "long"}].leases[rec.ID]
 	s.mu.Unlock()
-	if long == nil || long.attempt != 1 {
+	if long == nil || long.d.Attempt() != 1 {
 		t.Fatalf("long lease %+v", long)
 	}
 	s.handleFrame(t, wire.Frame{Op: wire.OpAck, Corr: "stale", Topic: "sweep.t", Group: "short", ID: rec.ID, Attempt: 1})

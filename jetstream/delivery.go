@@ -245,18 +245,6 @@ type expiryHeap struct {
 	closed bool
 }
 
-// add puts d in the heap with deadline when.
-func (x *expiryHeap) add(d *delivery, when time.Time) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.closed {
-		return
-	}
-	d.hwhen = when
-	heap.Push(&x.h, d)
-	x.armLocked(when)
-}
-
 // move sets d's deadline in the heap to when (adding it if it is not in).
 func (x *expiryHeap) move(d *delivery, when time.Time) {
 	x.mu.Lock()

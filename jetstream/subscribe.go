@@ -345,7 +345,7 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 	d.deadline = deadline // not shared yet
 	d.store = now.Add(time.Duration(s.groupAckWait.Load()))
 	if s.opts.ManualAck {
-		s.b.expiry.add(d, deadline)
+		s.b.expiry.move(d, deadline)
 		// A ManualAck handler only receives the delivery (it is settled
 		// later), so it runs here, one at a time in stream order: what a
 		// WebSocket subscription needs to send EVENTs in order.
