@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventhub/eventhub/facade"
@@ -254,7 +255,7 @@ func natsPattern(p string) (string, error) {
 // topicConfig returns the configuration that applies to topic.
 func (c Config) topicConfig(topic string) TopicConfig {
 	for _, t := range c.Topics {
-		if subjectMatches(t.Pattern, topic) {
+		if server.SubjectMatchesFilter(topic, t.Pattern) {
 			return t
 		}
 	}
@@ -312,23 +313,4 @@ func (c Config) streamConfig(topic string, tc TopicConfig) jetstream.StreamConfi
 		sc.Duplicates = sc.MaxAge
 	}
 	return sc
-}
-
-// subjectMatches reports whether subject matches a NATS pattern with '*' and
-// '>' wildcards.
-func subjectMatches(pattern, subject string) bool {
-	pt := strings.Split(pattern, ".")
-	st := strings.Split(subject, ".")
-	for i, p := range pt {
-		if p == ">" {
-			return len(st) > i
-		}
-		if i >= len(st) {
-			return false
-		}
-		if p != "*" && p != st[i] {
-			return false
-		}
-	}
-	return len(pt) == len(st)
 }
