@@ -120,3 +120,23 @@ func (d *delivery) Extend(ctx context.Context, by time.Duration) error {
 	d.mu.Unlock()
 	return nil
 }
+
+// AfterExpire implements [facade.Delivery]: f runs once the deadline (as
+// the gateway advertised it, moved by Extend) has passed without Ack or
+// Nack.
+func (d *delivery) AfterExpire(f func()) {
+	var check func()
+	check = func() {
+		d.mu.Lock()
+		done, left := d.done, time.Until(d.deadline)
+		d.mu.Unlock()
+		switch {
+		case done:
+		case left > 0:
+			time.AfterFunc(left, check)
+		default:
+			go f()
+		}
+	}
+	check()
+}

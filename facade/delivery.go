@@ -41,6 +41,14 @@ type Delivery interface {
 	Nack(ctx context.Context, reason string) error
 	// Extend sets the deadline to now + by, however long that is.
 	Extend(ctx context.Context, by time.Duration) error
+	// AfterExpire arranges for f to run, in its own goroutine, when the
+	// delivery ends without Ack or Nack: its deadline passed, the group
+	// redelivered the event, or the subscription stopped and handed it
+	// back. If that happened already, f runs at once; after Ack or Nack it
+	// never runs. A holder that leases the event on (as the WebSocket
+	// gateway does) times the lease by it instead of a clock of its own.
+	// Call it at most once per delivery.
+	AfterExpire(f func())
 }
 
 // Releaser is the optional capability of a [Delivery] to hand its event

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/pattern"
 )
 
 func TestValidateTopic(t *testing.T) {
@@ -89,8 +90,8 @@ func TestValidatePattern(t *testing.T) {
 		if err != nil && !errors.Is(err, facade.ErrBadTopic) {
 			t.Errorf("ValidatePattern(%q) error %v does not wrap ErrBadTopic", tc.pattern, err)
 		}
-		if got := facade.IsPattern(tc.pattern); got != tc.isPat {
-			t.Errorf("IsPattern(%q) = %v, want %v", tc.pattern, got, tc.isPat)
+		if got := pattern.HasWildcard(tc.pattern); got != tc.isPat {
+			t.Errorf("HasWildcard(%q) = %v, want %v", tc.pattern, got, tc.isPat)
 		}
 	}
 	if err := facade.ValidatePattern("a.>"); err == nil || !strings.Contains(err.Error(), `"**"`) {
@@ -226,6 +227,7 @@ func (stubDelivery) Deadline() time.Time                         { return time.T
 func (stubDelivery) Ack(context.Context) error                   { return facade.ErrSettled }
 func (stubDelivery) Nack(context.Context, string) error          { return facade.ErrSettled }
 func (stubDelivery) Extend(context.Context, time.Duration) error { return facade.ErrSettled }
+func (stubDelivery) AfterExpire(func())                          {}
 
 func TestRetryPolicy(t *testing.T) {
 	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }

@@ -26,68 +26,43 @@ func DeadLetterTopic(topic string) string { return topic + "." + DeadLetterSuffi
 
 // ValidateTopic returns nil if topic is a valid topic name, or an error
 // wrapping [ErrBadTopic] that says what is wrong.
-func ValidateTopic(topic string) error {
-	if topic == "" {
-		return fmt.Errorf("%w: empty topic", ErrBadTopic)
-	}
-	if len(topic) > MaxTopicLen {
-		return fmt.Errorf("%w: topic longer than %d bytes", ErrBadTopic, MaxTopicLen)
-	}
-	n := 0
-	for seg := range strings.SplitSeq(topic, ".") {
-		n++
-		if err := validSegment(seg); err != nil {
-			return fmt.Errorf("%w: %q: %s", ErrBadTopic, topic, err.Error())
-		}
-	}
-	if n > MaxTopicTokens {
-		return fmt.Errorf("%w: %q has more than %d segments", ErrBadTopic, topic, MaxTopicTokens)
-	}
-	return nil
-}
-
-// IsPattern reports whether topic is a subscription pattern: it has a "*"
-// or "**" segment.
-func IsPattern(topic string) bool {
-	for seg := range strings.SplitSeq(topic, ".") {
-		if seg == "*" || seg == "**" {
-			return true
-		}
-	}
-	return false
-}
+func ValidateTopic(topic string) error { return validateName(topic, false) }
 
 // ValidatePattern returns nil if pattern is a valid topic or a valid
 // subscription pattern, or an error wrapping [ErrBadTopic] that says what is
 // wrong. A pattern is a topic with wildcard segments: "*" matches exactly
-// one segment, "**" one or more (the ACL syntax): "orders.*",
-// "orders.**". Only group subscriptions take patterns, and only over a topic
-// family (topics sharing one stream); publishes take topics
-// ([ValidateTopic]).
-func ValidatePattern(pattern string) error {
-	if pattern == "" {
+// one segment, "**" one or more (the syntax of package pattern, which
+// matches them): "orders.*", "orders.**". Only group subscriptions take
+// patterns, and only over a topic family (topics sharing one stream);
+// publishes take topics ([ValidateTopic]).
+func ValidatePattern(pattern string) error { return validateName(pattern, true) }
+
+// validateName checks a topic, or with wild a subscription pattern.
+func validateName(name string, wild bool) error {
+	if name == "" {
 		return fmt.Errorf("%w: empty topic", ErrBadTopic)
 	}
-	if len(pattern) > MaxTopicLen {
+	if len(name) > MaxTopicLen {
 		return fmt.Errorf("%w: topic longer than %d bytes", ErrBadTopic, MaxTopicLen)
 	}
 	n := 0
-	for seg := range strings.SplitSeq(pattern, ".") {
+	for seg := range strings.SplitSeq(name, ".") {
 		n++
 		switch {
+		case !wild:
 		case seg == "*" || seg == "**":
 			continue
 		case seg == ">":
-			return fmt.Errorf("%w: %q: \">\" is NATS syntax; use \"**\" (one or more segments)", ErrBadTopic, pattern)
+			return fmt.Errorf("%w: %q: \">\" is NATS syntax; use \"**\" (one or more segments)", ErrBadTopic, name)
 		case strings.Contains(seg, "*"):
-			return fmt.Errorf("%w: %q: '*' must be a whole segment (\"*\" or \"**\")", ErrBadTopic, pattern)
+			return fmt.Errorf("%w: %q: '*' must be a whole segment (\"*\" or \"**\")", ErrBadTopic, name)
 		}
 		if err := validSegment(seg); err != nil {
-			return fmt.Errorf("%w: %q: %s", ErrBadTopic, pattern, err.Error())
+			return fmt.Errorf("%w: %q: %s", ErrBadTopic, name, err.Error())
 		}
 	}
 	if n > MaxTopicTokens {
-		return fmt.Errorf("%w: %q has more than %d segments", ErrBadTopic, pattern, MaxTopicTokens)
+		return fmt.Errorf("%w: %q has more than %d segments", ErrBadTopic, name, MaxTopicTokens)
 	}
 	return nil
 }

@@ -36,9 +36,9 @@
 // Each connection has two goroutines, its reader and its writer, and, once
 // it publishes on a bus that pipelines publishes ([facade.AsyncPublisher]),
 // a third that answers them in order. Its timers: the writer's ping
-// ticker, the AUTH timer until AUTH succeeds, one for the token's expiry
-// when it has one, and one lease sweeper, armed for the earliest lease
-// deadline, once an event was delivered.
+// ticker, the AUTH timer until AUTH succeeds, and one for the token's
+// expiry when it has one. Leases have no timer of their own: a lease ends
+// when its delivery does ([facade.Delivery.AfterExpire]).
 //
 // # Leases
 //
@@ -54,12 +54,12 @@
 // a slow client pauses the pull and nothing is dropped.
 //
 // Each EVENT is leased for the subscription's ackTimeoutMs (at most
-// Config.MaxAckTimeout); ACK / NACK / MODACK are accepted only for an event
-// whose lease is current on that subscription, and MODACK moves the lease
-// and the deadline at the store together. The sweeper drops an expired
-// lease and the event goes back to its group with attempt+1: the bus
-// redelivers it when its deadline at the store has passed as well, else the
-// gateway hands it back. An event whose EVENT frame was never written when
+// Config.MaxAckTimeout): the lease's deadline is the delivery's, set with
+// [facade.Delivery.Extend] when the subscription's ack timeout differs
+// from the member's. ACK / NACK / MODACK are accepted only for an event
+// whose lease is current on that subscription, and MODACK extends the
+// delivery. When the delivery expires the lease is dropped and the bus
+// hands the event back to its group with attempt+1. An event whose EVENT frame was never written when
 // the connection ends goes back without spending an attempt when the bus's
 // deliveries are [facade.Releaser]s.
 //

@@ -307,10 +307,10 @@ func TestSameIDNeverInFlightTwice(t *testing.T) {
 	}
 	g.mu.Unlock()
 	s.mu.Lock()
-	n, total := len(s.subs[subKey{"dup.t", "g"}].leases), len(s.leases)
+	n, total := len(s.subs[subKey{"dup.t", "g"}].leases), s.leasesLocked()
 	s.mu.Unlock()
 	if n != 3 || total != 3 {
-		t.Fatalf("%d leases on the subscription (%d in the heap), want 3", n, total)
+		t.Fatalf("%d leases on the subscription (%d in the session), want 3", n, total)
 	}
 	for _, ev := range again {
 		c.ok(ackFrame(ev))

@@ -305,3 +305,12 @@ func publish(t testing.TB, b facade.Publisher, topic string, payload string) *fa
 	}
 	return rec
 }
+
+// leasesLocked counts the leases of every subscription of s (s.mu held).
+func (s *session) leasesLocked() int {
+	n := 0
+	for _, sub := range s.subs {
+		n += len(sub.leases)
+	}
+	return n
+}

@@ -40,9 +40,7 @@ func (s *session) deleteKey(f *wire.Frame) error {
 	if err != nil {
 		return err
 	}
-	buf := getBuf()
-	*buf = wire.AppendPublishOK((*buf)[:0], f.Corr, rec.ID, rec.Seq, rec.TS)
-	s.send(buf)
+	s.sendPublishOK(f.Corr, rec)
 	return nil
 }
 

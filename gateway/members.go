@@ -200,11 +200,12 @@ func (g *Gateway) giveBack(d facade.Delivery, seen bool, reason string) {
 	}
 }
 
-// leaseFor makes d's deadline at the store cover a lease of length lease
-// from now: a subscription may ask for a longer lease than the member's,
-// and a delivery may have waited for room.
+// leaseFor makes d's deadline the end of a lease of length lease from now
+// (give or take a tenth of it): a subscription may ask for a longer or a
+// shorter lease than the member's, and a delivery may have waited for
+// room.
 func leaseFor(ctx context.Context, d facade.Delivery, lease time.Duration) error {
-	if time.Until(d.Deadline()) >= lease-lease/10 {
+	if left := time.Until(d.Deadline()); left >= lease-lease/10 && left <= lease {
 		return nil
 	}
 	return d.Extend(ctx, lease)

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -18,7 +17,8 @@ import (
 // session is one client connection's protocol state: its principal, its
 // subscriptions and their leases. handle runs on the connection's reader
 // goroutine, one frame at a time; deliveries arrive on the bus's
-// goroutines; the sweeper runs on a timer. mu guards the shared state.
+// goroutines, and so do the bus's notices of expired leases. mu guards the
+// shared state.
 type session struct {
 	gw     *Gateway
 	t      transport
@@ -46,9 +46,6 @@ type session struct {
 	mu        sync.Mutex
 	subs      map[subKey]*subscription
 	lives     map[string]*liveSub // live subscriptions by topic; nil while starting
-	leases    leaseHeap           // every lease of every subscription, by deadline
-	sweeper   *time.Timer
-	sweepAt   time.Time
 	authTimer *time.Timer
 	expTimer  *time.Timer
 	ended     bool
@@ -98,15 +95,13 @@ func (sub *subscription) freed() {
 }
 
 // lease is one event in flight to the client: the bus's delivery handle,
-// settled by the client's ACK, NACK or MODACK of the event's id.
+// settled by the client's ACK, NACK or MODACK of the event's id. Its
+// deadline is the delivery's.
 type lease struct {
-	sub      *subscription
-	d        facade.Delivery
-	frame    uint64 // the transport's number of its EVENT frame
-	id       string
-	attempt  int
-	deadline time.Time
-	index    int // in session.leases
+	sub   *subscription
+	d     facade.Delivery
+	frame uint64 // the transport's number of its EVENT frame
+	id    string
 }
 
 type pendingPublish struct {
@@ -182,6 +177,22 @@ func (s *session) sendOK(corr string) {
 	buf := getBuf()
 	*buf = wire.AppendOK((*buf)[:0], corr)
 	s.send(buf)
+}
+
+// sendPublishOK answers a PUBLISH (or DELETE) with the stored event's
+// id, seq and ts.
+func (s *session) sendPublishOK(corr string, rec *facade.EventRecord) {
+	buf := getBuf()
+	*buf = wire.AppendPublishOK((*buf)[:0], corr, rec.ID, rec.Seq, rec.TS)
+	s.send(buf)
+}
+
+// sendEnded tells the client that its subscription to topic (as group,
+// "" for a live one) ended, with code and why.
+func (s *session) sendEnded(code, topic, group, msg string) {
+	if b, err := wire.Encode(&wire.Frame{Op: wire.OpErr, Code: code, Topic: topic, Group: group, Msg: msg}); err == nil {
+		s.send(&b)
+	}
 }
 
 func (s *session) reqCtx() (context.Context, context.CancelFunc) {
@@ -362,19 +373,13 @@ func (s *session) auth(f *wire.Frame) error {
 	for _, ls := range liveRevoked {
 		s.gw.unfollow(ls)
 		s.gw.authFailed("ws", wire.CodeForbidden)
-		b, err := wire.Encode(&wire.Frame{Op: wire.OpErr, Code: wire.CodeForbidden, Topic: ls.lt.topic,
-			Msg: fmt.Sprintf("live subscription to %s ended: the new credentials have no subscribe permission on it", ls.lt.topic)})
-		if err == nil {
-			s.send(&b)
-		}
+		s.sendEnded(wire.CodeForbidden, ls.lt.topic, "",
+			fmt.Sprintf("live subscription to %s ended: the new credentials have no subscribe permission on it", ls.lt.topic))
 	}
 	for i, sub := range revoked {
 		s.gw.authFailed("ws", wire.CodeForbidden)
-		b, err := wire.Encode(&wire.Frame{Op: wire.OpErr, Code: wire.CodeForbidden, Topic: sub.key.topic, Group: sub.key.group,
-			Msg: fmt.Sprintf("subscription to %s as %s ended: the new credentials have no subscribe permission on it", sub.key.topic, sub.key.group)})
-		if err == nil {
-			s.send(&b)
-		}
+		s.sendEnded(wire.CodeForbidden, sub.key.topic, sub.key.group,
+			fmt.Sprintf("subscription to %s as %s ended: the new credentials have no subscribe permission on it", sub.key.topic, sub.key.group))
 		s.stopSub(sub, stops[i], "subscription revoked")
 	}
 	s.moveHolds(p, kept, liveKept)
@@ -400,60 +405,28 @@ func (s *session) moveHolds(p Principal, subs []*subscription, lives []*liveSub)
 		if group != "" {
 			what += " as " + group
 		}
-		b, eerr := wire.Encode(&wire.Frame{Op: wire.OpErr, Code: wire.CodeSubQuota, Topic: topic, Group: group,
-			Msg: fmt.Sprintf("subscription to %s ended: the new credentials' principal has no room for it: %s", what, msg)})
-		if eerr == nil {
-			s.send(&b)
-		}
+		s.sendEnded(wire.CodeSubQuota, topic, group,
+			fmt.Sprintf("subscription to %s ended: the new credentials' principal has no room for it: %s", what, msg))
 	}
 	for _, sub := range subs {
+		err := s.rehold(ctx, p, &s.mu, &sub.release, func() bool { return sub.left })
+		if err == nil {
+			continue
+		}
 		s.mu.Lock()
-		old := sub.release
-		sub.release = nil
+		if s.subs[sub.key] != sub {
+			s.mu.Unlock()
+			continue
+		}
+		delete(s.subs, sub.key)
+		leases := s.detachLocked(sub)
 		s.mu.Unlock()
-		if old != nil {
-			old()
-		}
-		release, err := s.gw.holdSubscription(ctx, p)
-		s.mu.Lock()
-		switch {
-		case err == nil && !sub.left:
-			sub.release = release
-			s.mu.Unlock()
-		case err == nil: // it ended meanwhile
-			s.mu.Unlock()
-			release()
-		default:
-			if s.subs[sub.key] != sub {
-				s.mu.Unlock()
-				continue
-			}
-			delete(s.subs, sub.key)
-			leases := s.detachLocked(sub)
-			s.mu.Unlock()
-			ended(sub.key.topic, sub.key.group, err)
-			s.stopSub(sub, leases, "subscription quota")
-		}
+		ended(sub.key.topic, sub.key.group, err)
+		s.stopSub(sub, leases, "subscription quota")
 	}
 	for _, ls := range lives {
-		ls.mu.Lock()
-		old := ls.release
-		ls.release = nil
-		ls.mu.Unlock()
-		if old != nil {
-			old()
-		}
-		release, err := s.gw.holdSubscription(ctx, p)
+		err := s.rehold(ctx, p, &ls.mu, &ls.release, func() bool { return ls.dead })
 		if err == nil {
-			ls.mu.Lock()
-			dead := ls.dead
-			if !dead {
-				ls.release = release
-			}
-			ls.mu.Unlock()
-			if dead {
-				release()
-			}
 			continue
 		}
 		topic := ls.lt.topic
@@ -468,6 +441,33 @@ func (s *session) moveHolds(p Principal, subs []*subscription, lives []*liveSub)
 			ended(topic, "", err)
 		}
 	}
+}
+
+// rehold gives back the quota hold in *release and takes one on p's
+// subscription quota in its place, unless gone reports that its
+// subscription ended meanwhile; mu guards both.
+func (s *session) rehold(ctx context.Context, p Principal, mu *sync.Mutex, release *func(), gone func() bool) error {
+	mu.Lock()
+	old := *release
+	*release = nil
+	mu.Unlock()
+	if old != nil {
+		old()
+	}
+	r, err := s.gw.holdSubscription(ctx, p)
+	if err != nil {
+		return err
+	}
+	mu.Lock()
+	dead := gone()
+	if !dead {
+		*release = r
+	}
+	mu.Unlock()
+	if dead {
+		r()
+	}
+	return nil
 }
 
 // principalName is the name of p whose quotas the limiter counts (its
@@ -654,7 +654,6 @@ func (s *session) deliver(sub *subscription, d facade.Delivery) {
 	}
 	buf := getBuf()
 	*buf = wire.AppendEvent((*buf)[:0], sub.key.topic, sub.key.group, e, d.Attempt(), sub.ackTimeout.Milliseconds())
-	deadline := time.Now().Add(sub.ackTimeout)
 	s.mu.Lock()
 	if sub.stopped {
 		// Unsubscribing or ending: the event never reaches the client.
@@ -669,15 +668,12 @@ func (s *session) deliver(sub *subscription, d facade.Delivery) {
 		// A redelivery of an event still in flight here supersedes the
 		// old lease: one id is never in flight twice on a subscription.
 		// The old delivery's lease ended at the store already.
-		l.d, l.attempt, l.deadline = d, d.Attempt(), deadline
-		heap.Fix(&s.leases, l.index)
+		l.d = d
 		sub.held.Add(-1) // the old lease's slot is the new one's
 	} else {
-		l = &lease{sub: sub, d: d, id: e.ID, attempt: d.Attempt(), deadline: deadline}
+		l = &lease{sub: sub, d: d, id: e.ID}
 		sub.leases[e.ID] = l
-		heap.Push(&s.leases, l)
 	}
-	s.armLocked(deadline)
 	if s.expired() {
 		// Leased but not sent: the session is ending, and hands it back.
 		l.frame = ^uint64(0)
@@ -691,55 +687,24 @@ func (s *session) deliver(sub *subscription, d facade.Delivery) {
 		l.frame = ^uint64(0) // never queued
 	}
 	s.mu.Unlock()
+	d.AfterExpire(func() { s.expireLease(l, d) })
 	if res == queueFull {
 		s.slow()
 	}
 }
 
-// armLocked makes the sweeper run by deadline d.
-func (s *session) armLocked(d time.Time) {
-	if s.ended {
-		return
-	}
-	if s.sweeper == nil {
-		s.sweeper = time.AfterFunc(time.Until(d), s.sweep)
-		s.sweepAt = d
-		return
-	}
-	if s.sweepAt.IsZero() || d.Before(s.sweepAt) {
-		s.sweeper.Reset(time.Until(d))
-		s.sweepAt = d
-	}
-}
-
-// sweep drops the expired leases: a client's ACK of one is then refused
-// (unknown_id). A delivery whose own deadline has passed too is handed back
-// by the bus (the store redelivers it); one whose deadline is later (the
-// member's lease is longer than this subscription's) is handed back here.
-func (s *session) sweep() {
-	now := time.Now()
+// expireLease drops l when its delivery d ended without the client
+// settling it (its deadline passed, the store redelivered it, or the bus
+// handed it back): a client's ACK of it is then refused (unknown_id). The
+// bus hands the event back to the group.
+func (s *session) expireLease(l *lease, d facade.Delivery) {
 	s.mu.Lock()
-	s.sweepAt = time.Time{}
-	var early []*lease
-	for len(s.leases) > 0 && !s.leases[0].deadline.After(now) {
-		l := heap.Pop(&s.leases).(*lease)
+	defer s.mu.Unlock()
+	if l.sub.leases[l.id] == l && l.d == d {
 		delete(l.sub.leases, l.id)
-		if now.Before(l.d.Deadline()) {
-			early = append(early, l)
-		}
 		l.sub.freed()
 	}
-	if len(s.leases) > 0 {
-		s.armLocked(s.leases[0].deadline)
-	}
-	s.mu.Unlock()
-	for _, l := range early {
-		s.handBack(l, "ack deadline passed")
-	}
 }
-
-// handBack returns a leased event to its group as a spent attempt.
-func (s *session) handBack(l *lease, reason string) { s.gw.giveBack(l.d, true, reason) }
 
 // detachLocked stops sub's deliveries and removes its leases, returning
 // them.
@@ -751,7 +716,6 @@ func (s *session) detachLocked(sub *subscription) []*lease {
 	}
 	out := make([]*lease, 0, len(sub.leases))
 	for _, l := range sub.leases {
-		heap.Remove(&s.leases, l.index)
 		out = append(out, l)
 	}
 	clear(sub.leases)
@@ -761,7 +725,7 @@ func (s *session) detachLocked(sub *subscription) []*lease {
 // stopSub hands sub's leases back, then stops its bus subscription.
 func (s *session) stopSub(sub *subscription, leases []*lease, reason string) {
 	for _, l := range leases {
-		s.handBack(l, reason)
+		s.gw.giveBack(l.d, true, reason)
 	}
 	s.stopBusSub(sub)
 }
@@ -832,7 +796,7 @@ func (s *session) settle(f *wire.Frame) error {
 		return fmt.Errorf("%w: %s/%s", wire.ErrNotSubscribed, f.Topic, f.Group)
 	}
 	l := sub.leases[f.ID]
-	if l == nil || (f.Attempt != 0 && f.Attempt != l.attempt) {
+	if l == nil || (f.Attempt != 0 && f.Attempt != l.d.Attempt()) {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: %s is not in flight on %s/%s (never delivered, already settled, or its lease expired)", facade.ErrUnknownID, f.ID, f.Topic, f.Group)
 	}
@@ -842,7 +806,6 @@ func (s *session) settle(f *wire.Frame) error {
 		return s.modAck(f, sub, l, d)
 	}
 	delete(sub.leases, f.ID)
-	heap.Remove(&s.leases, l.index)
 	sub.freed()
 	s.mu.Unlock()
 
@@ -883,9 +846,9 @@ func leaseEnded(err error) bool {
 	return errors.Is(err, facade.ErrExpired) || errors.Is(err, facade.ErrSettled) || errors.Is(err, facade.ErrClosed)
 }
 
-// modAck moves the lease to now + max(1s, extend_ms, or the subscription's
-// ack timeout when extend_ms is absent), at most MaxAckTimeout, and the
-// store's deadline with it.
+// modAck moves the lease, the delivery's deadline, to now + max(1s,
+// extend_ms, or the subscription's ack timeout when extend_ms is absent),
+// at most MaxAckTimeout.
 func (s *session) modAck(f *wire.Frame, sub *subscription, l *lease, d facade.Delivery) error {
 	by := time.Duration(f.ExtendMs) * time.Millisecond
 	if f.ExtendMs == 0 {
@@ -897,19 +860,15 @@ func (s *session) modAck(f *wire.Frame, sub *subscription, l *lease, d facade.De
 	if err := d.Extend(ctx, by); err != nil {
 		return leaseErr(err, f.ID)
 	}
-	deadline := time.Now().Add(by)
 	s.mu.Lock()
-	if sub.leases[f.ID] != l || l.d != d {
+	current := sub.leases[f.ID] == l && l.d == d
+	s.mu.Unlock()
+	if !current {
 		// It expired (and was handed back), or the store redelivered it
 		// (the lease now holds a new delivery, which this did not
 		// extend), while the store extended it.
-		s.mu.Unlock()
 		return fmt.Errorf("%w: lease of %s expired", facade.ErrUnknownID, f.ID)
 	}
-	l.deadline = deadline
-	heap.Fix(&s.leases, l.index)
-	s.armLocked(deadline)
-	s.mu.Unlock()
 	if f.Corr != "" {
 		s.sendOK(f.Corr)
 	}
@@ -958,9 +917,7 @@ func (s *session) publish(f *wire.Frame) error {
 	if err != nil {
 		return err
 	}
-	buf := getBuf()
-	*buf = wire.AppendPublishOK((*buf)[:0], f.Corr, rec.ID, rec.Seq, rec.TS)
-	s.send(buf)
+	s.sendPublishOK(f.Corr, rec)
 	return nil
 }
 
@@ -974,9 +931,7 @@ func (s *session) publishWaiter() {
 			s.replyErr(p.corr, err, wire.CodePublishFailed)
 			continue
 		}
-		buf := getBuf()
-		*buf = wire.AppendPublishOK((*buf)[:0], p.corr, rec.ID, rec.Seq, rec.TS)
-		s.send(buf)
+		s.sendPublishOK(p.corr, rec)
 	}
 }
 
@@ -1052,9 +1007,6 @@ func (s *session) end(reason string) {
 	if s.expTimer != nil {
 		s.expTimer.Stop()
 	}
-	if s.sweeper != nil {
-		s.sweeper.Stop()
-	}
 	s.mu.Unlock()
 
 	for _, ls := range lives {
@@ -1069,29 +1021,4 @@ func (s *session) end(reason string) {
 		close(s.pubs)
 		<-s.pubDone
 	}
-}
-
-// leaseHeap orders leases by deadline (container/heap).
-type leaseHeap []*lease
-
-func (h leaseHeap) Len() int           { return len(h) }
-func (h leaseHeap) Less(i, j int) bool { return h[i].deadline.Before(h[j].deadline) }
-func (h leaseHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index = i
-	h[j].index = j
-}
-func (h *leaseHeap) Push(x any) {
-	l := x.(*lease)
-	l.index = len(*h)
-	*h = append(*h, l)
-}
-func (h *leaseHeap) Pop() any {
-	old := *h
-	n := len(old)
-	l := old[n-1]
-	old[n-1] = nil
-	l.index = -1
-	*h = old[:n-1]
-	return l
 }

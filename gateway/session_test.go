@@ -141,7 +141,7 @@ func testSlowClient(t *testing.T) {
 		return nil
 	})
 	s.mu.Lock()
-	leased := len(s.leases)
+	leased := s.leasesLocked()
 	s.mu.Unlock()
 	if leased != 2 {
 		t.Fatalf("%d leases, want 2 (the unsent event stays leased until handed back)", leased)
@@ -175,7 +175,7 @@ func testSlowClient(t *testing.T) {
 	}
 }
 
-// The sweeper hands back only expired leases, and a stale ACK is refused.
+// Only expired leases are handed back, and a stale ACK is refused.
 func TestSessionLeaseSweep(t *testing.T) {
 	bus := newBus(t)
 	s, ft := newTestSession(t, bus, Config{})
@@ -186,8 +186,8 @@ func TestSessionLeaseSweep(t *testing.T) {
 	testutil.CheckFor(t, 5*time.Second, func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if len(s.leases) != 2 {
-			return fmt.Errorf("%d leases", len(s.leases))
+		if s.leasesLocked() != 2 {
+			return fmt.Errorf("%d leases", s.leasesLocked())
 		}
 		return nil
 	})
@@ -205,7 +205,7 @@ func TestSessionLeaseSweep(t *testing.T) {
 	s.mu.Lock()
 	long := s.subs[subKey{"sweep.t", "long"}].leases[rec.ID]
 	s.mu.Unlock()
-	if long == nil || long.attempt != 1 {
+	if long == nil || long.d.Attempt() != 1 {
 		t.Fatalf("long lease %+v", long)
 	}
 	s.handleFrame(t, wire.Frame{Op: wire.OpAck, Corr: "stale", Topic: "sweep.t", Group: "short", ID: rec.ID, Attempt: 1})

@@ -2,17 +2,18 @@ package jetstream
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/pattern"
 )
 
 // Config configures a [Bus]. The zero value is valid: defaults are applied by
@@ -243,43 +244,32 @@ func natsTopics(topics []TopicConfig) []TopicConfig {
 	return out
 }
 
-// natsPattern translates a topic pattern to a NATS subject filter: "*"
-// stays, a trailing "**" becomes ">"; a trailing ">" is taken as it is.
-// "**" before the end has no NATS equivalent and is refused, as are
-// segments mixing '*' or '>' with other characters and empty segments.
+// natsPattern translates a topic pattern to a NATS subject filter
+// ([pattern.Pattern.NATSSubject]); a trailing ">", NATS's own syntax, is
+// taken as "**".
 func natsPattern(p string) (string, error) {
-	if p == "" {
-		return "", errors.New("empty pattern")
+	if p == ">" || strings.HasSuffix(p, ".>") {
+		p = strings.TrimSuffix(p, ">") + "**"
 	}
-	segs := strings.Split(p, ".")
-	for i, seg := range segs {
-		last := i == len(segs)-1
-		switch {
-		case seg == "":
-			return "", fmt.Errorf("pattern %q: empty segment", p)
-		case seg == "**" || seg == ">":
-			if !last {
-				hint := `use "*" for exactly one segment`
-				if i > 0 {
-					hint += fmt.Sprintf(", or declare the family by its prefix (%q)", strings.Join(segs[:i], ".")+".**")
-				}
-				return "", fmt.Errorf("pattern %q: %q may only be the last segment (NATS subjects cannot express it elsewhere); %s", p, seg, hint)
-			}
-			segs[i] = ">"
-		case seg == "*":
-		case strings.ContainsAny(seg, "*>"):
-			return "", fmt.Errorf("pattern %q: segment %q: '*' must be a whole segment (\"*\" or \"**\")", p, seg)
-		case strings.ContainsAny(seg, " \t\r\n"):
-			return "", fmt.Errorf("pattern %q: whitespace in segment %q", p, seg)
+	pat, err := pattern.Compile(p)
+	if err != nil {
+		return "", err
+	}
+	subj, ok := pat.NATSSubject()
+	if !ok {
+		hint := `use "*" for exactly one segment`
+		if prefix, _, _ := strings.Cut(p, ".**."); !strings.HasPrefix(p, "**.") {
+			hint += fmt.Sprintf(", or declare the family by its prefix (%q)", prefix+".**")
 		}
+		return "", fmt.Errorf(`pattern %q: "**" may only be the last segment (NATS subjects cannot express it elsewhere); %s`, p, hint)
 	}
-	return strings.Join(segs, "."), nil
+	return subj, nil
 }
 
 // topicConfig returns the configuration that applies to topic.
 func (c Config) topicConfig(topic string) TopicConfig {
 	for _, t := range c.Topics {
-		if subjectMatches(t.Pattern, topic) {
+		if server.SubjectMatchesFilter(topic, t.Pattern) {
 			return t
 		}
 	}
@@ -341,23 +331,4 @@ func (c Config) streamConfig(topic string, tc TopicConfig) jetstream.StreamConfi
 		sc.SubjectDeleteMarkerTTL, sc.AllowRollup = tc.DeleteMarkerTTL, true
 	}
 	return sc
-}
-
-// subjectMatches reports whether subject matches a NATS pattern with '*' and
-// '>' wildcards.
-func subjectMatches(pattern, subject string) bool {
-	pt := strings.Split(pattern, ".")
-	st := strings.Split(subject, ".")
-	for i, p := range pt {
-		if p == ">" {
-			return len(st) > i
-		}
-		if i >= len(st) {
-			return false
-		}
-		if p != "*" && p != st[i] {
-			return false
-		}
-	}
-	return len(pt) == len(st)
 }

@@ -96,7 +96,7 @@ func (b *Bus) provisionGroup(ctx context.Context, ti *topicInfo, group string, o
 		// AckWait and MaxAckPending only grow: lowering AckWait would apply
 		// to events other members hold and redeliver them under their
 		// leases. A ManualAck member with a shorter ack timeout hands its
-		// own expired deliveries back (subscription.sweep).
+		// own expired deliveries back (delivery.expire).
 		cfg := cons.CachedInfo().Config
 		if cfg.AckWait >= o.AckTimeout() && (cfg.MaxAckPending < 0 || cfg.MaxAckPending >= groupMaxAckPending(o)) {
 			return cons, nil

@@ -26,21 +26,30 @@ func (s *subscription) deadLetter(d *delivery, reason string) {
 		_ = d.msg.NakWithDelay(b.cfg.MaxRetryBackoff)
 		return
 	}
+	if !b.goCopy(func() { s.copyToDeadLetters(d, reason) }) {
+		d.endSpan("handed_back")
+		_ = d.msg.Nak() // closing: the next delivery tries again
+	}
+}
+
+// goCopy runs copy on a goroutine of the bus's, holding the dead-letter
+// slot the caller took (given back when copy returns); false, with the
+// slot given back, when the bus is closing.
+func (b *Bus) goCopy(copy func()) bool {
 	b.subsMu.Lock()
 	if b.closed {
 		b.subsMu.Unlock()
 		<-b.deadLetters
-		d.endSpan("handed_back")
-		_ = d.msg.Nak() // closing: the next delivery tries again
-		return
+		return false
 	}
 	b.wg.Add(1)
 	b.subsMu.Unlock()
 	go func() {
 		defer b.wg.Done()
 		defer func() { <-b.deadLetters }()
-		s.copyToDeadLetters(d, reason)
+		copy()
 	}()
+	return true
 }
 
 // copyToDeadLetters publishes d's dead letter and terminates d, or hands

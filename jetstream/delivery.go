@@ -43,7 +43,12 @@ type delivery struct {
 	mu       sync.Mutex
 	state    deliveryState
 	deadline time.Time
-	extended bool // the store's deadline was set by Extend
+	// store is when the store redelivers the event unless told otherwise:
+	// later than deadline when the group's ack wait is longer than the
+	// member's ack timeout, or Extend shortened the lease of a ManualAck
+	// delivery; the hub then hands the event back itself at deadline.
+	store    time.Time
+	onExpire func() // AfterExpire's
 
 	// The bus's expiry heap (ManualAck deliveries only), guarded by its mu.
 	hidx  int // -1: not in the heap
@@ -66,13 +71,16 @@ func (d *delivery) Deadline() time.Time {
 // error that says what settled it.
 func (d *delivery) finish(to deliveryState) error {
 	d.mu.Lock()
-	st := d.state
+	st, f := d.state, d.onExpire
 	if st == live {
 		d.state = to
 	}
 	d.mu.Unlock()
 	if st != live {
 		return d.settledErr(st)
+	}
+	if to != settled && f != nil {
+		go f()
 	}
 	d.s.b.expiry.remove(d)
 	d.s.release(d)
@@ -127,24 +135,42 @@ func (d *delivery) Release(ctx context.Context) error {
 	return nil
 }
 
+// AfterExpire implements [facade.Delivery].
+func (d *delivery) AfterExpire(f func()) {
+	d.mu.Lock()
+	st := d.state
+	if st == live {
+		d.onExpire = f
+	}
+	d.mu.Unlock()
+	if st == expired || st == handedOff {
+		go f()
+	}
+}
+
 // Extend implements [facade.Delivery]: a NAK with a delay keeps the event
 // pending and sets its redelivery time to exactly now + by, and a later
 // ACK still counts. It is sent to the reply subject directly, because
 // nats.go would mark the message as settled after NakWithDelay; the local
-// deadline moves once the server was told.
+// deadline moves once the server was told. A ManualAck delivery, which the
+// bus times itself, tells the store only when by reaches beyond the
+// store's deadline: a shorter lease ends here and hands the event back.
 func (d *delivery) Extend(ctx context.Context, by time.Duration) error {
 	if by <= 0 {
 		return fmt.Errorf("%w: extension must be positive", facade.ErrInvalidOption)
 	}
 	d.mu.Lock()
 	st := d.state
+	local := d.s.opts.ManualAck && time.Now().Add(by).Before(d.store)
 	d.mu.Unlock()
 	if st != live {
 		return d.settledErr(st)
 	}
-	body := fmt.Appendf(nil, `-NAK {"delay": %d}`, by.Nanoseconds())
-	if err := d.s.b.nc.Publish(d.msg.Reply(), body); err != nil {
-		return fmt.Errorf("extend %s: %w", d.rec.ID, translate(err))
+	if !local {
+		body := fmt.Appendf(nil, `-NAK {"delay": %d}`, by.Nanoseconds())
+		if err := d.s.b.nc.Publish(d.msg.Reply(), body); err != nil {
+			return fmt.Errorf("extend %s: %w", d.rec.ID, translate(err))
+		}
 	}
 	deadline := time.Now().Add(by)
 	d.mu.Lock()
@@ -154,7 +180,9 @@ func (d *delivery) Extend(ctx context.Context, by time.Duration) error {
 		return d.settledErr(st)
 	}
 	d.deadline = deadline
-	d.extended = true
+	if !local {
+		d.store = deadline
+	}
 	d.mu.Unlock()
 	if d.s.opts.ManualAck {
 		d.s.b.expiry.move(d, deadline)
@@ -163,12 +191,13 @@ func (d *delivery) Extend(ctx context.Context, by time.Duration) error {
 }
 
 // expire ends a ManualAck delivery whose deadline passed: it frees the
-// slot, so that a stale Ack cannot settle a later delivery. The store
-// redelivers the event on its own, at once, when its deadline for it is
-// no later than this one (the group's ack wait is the member's, or Extend
-// set it); only when the group waits longer is the event handed back here,
-// as a nack is: after the group's retry delay. (A NAK after the store
-// redelivered would hit the new delivery: acks name the stream sequence.)
+// slot, so that a stale Ack cannot settle a later delivery, and tells the
+// holder (AfterExpire). The store redelivers the event on its own, at
+// once, when its deadline for it is no later than this one (the group's
+// ack wait is the member's, or Extend set it); only when the store waits
+// longer is the event handed back here, as a nack is: after the group's
+// retry delay. (A NAK after the store redelivered would hit the new
+// delivery: acks name the stream sequence.)
 func (d *delivery) expire(now time.Time) {
 	d.mu.Lock()
 	if d.state != live {
@@ -182,9 +211,12 @@ func (d *delivery) expire(now time.Time) {
 		return
 	}
 	d.state = expired
-	handBack := !d.extended && time.Duration(d.s.groupAckWait.Load()) > d.s.opts.AckTimeout()
+	handBack, f := d.store.After(d.deadline), d.onExpire
 	d.mu.Unlock()
 	d.endSpan("expired")
+	if f != nil {
+		go f()
+	}
 	d.s.release(d)
 	d.s.obs.Nacked()
 	if handBack {
@@ -197,13 +229,16 @@ func (d *delivery) expire(now time.Time) {
 // took its slot over.
 func (d *delivery) supersede() {
 	d.mu.Lock()
-	wasLive := d.state == live
-	if wasLive {
+	st, f := d.state, d.onExpire
+	if st == live {
 		d.state = expired
 	}
 	d.mu.Unlock()
-	if wasLive {
+	if st == live {
 		d.endSpan("expired")
+		if f != nil {
+			go f()
+		}
 	}
 	d.s.b.expiry.remove(d)
 }
@@ -216,18 +251,6 @@ type expiryHeap struct {
 	timer  *time.Timer
 	at     time.Time // when the timer fires; zero when unset
 	closed bool
-}
-
-// add puts d in the heap with deadline when.
-func (x *expiryHeap) add(d *delivery, when time.Time) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.closed {
-		return
-	}
-	d.hwhen = when
-	heap.Push(&x.h, d)
-	x.armLocked(when)
 }
 
 // move sets d's deadline in the heap to when (adding it if it is not in).

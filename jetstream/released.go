@@ -50,11 +50,16 @@ func (r *released) add(k releaseKey) {
 	r.n[k]++
 }
 
-// count is how many of k's deliveries were uncounted.
-func (r *released) count(k releaseKey) int {
+// attempt is the attempt number of the delivery meta describes: the
+// store's delivery count less the deliveries of it handed back uncounted.
+func (r *released) attempt(meta *jetstream.MsgMetadata) int {
+	n := int(meta.NumDelivered)
+	if n <= 1 {
+		return n
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.n[k]
+	return n - r.n[keyOf(meta)]
 }
 
 // forget drops k once its event is settled (acknowledged or terminated).

@@ -310,13 +310,13 @@ func (b *Bus) patternTopic(ctx context.Context, pat string, create bool) (*topic
 	if err := facade.ValidatePattern(pat); err != nil {
 		return nil, err
 	}
-	subj, err := natsPattern(pat)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", facade.ErrBadTopic, err)
-	}
 	m, err := pattern.Compile(pat)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", facade.ErrBadTopic, err)
+	}
+	subj, ok := m.NATSSubject()
+	if !ok {
+		return nil, fmt.Errorf(`%w: pattern %q: "**" may only be the last segment of a subscription (NATS subjects cannot express it elsewhere); use "*" for exactly one segment`, facade.ErrBadTopic, pat)
 	}
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
@@ -386,7 +386,7 @@ func (b *Bus) patternTopic(ctx context.Context, pat string, create bool) (*topic
 // groupTopic is resolveTopic for what a group reads, which may be a
 // pattern (subscriptions, cursors).
 func (b *Bus) groupTopic(ctx context.Context, topic string, create bool) (*topicInfo, error) {
-	if facade.IsPattern(topic) {
+	if pattern.HasWildcard(topic) {
 		return b.patternTopic(ctx, topic, create)
 	}
 	return b.resolveTopic(ctx, topic, create)

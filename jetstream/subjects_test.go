@@ -65,21 +65,20 @@ func FuzzKeyRoundTrip(f *testing.F) {
 	})
 }
 
-func TestSubjectMatches(t *testing.T) {
-	tests := []struct {
-		pattern, subject string
-		want             bool
-	}{
-		{"a.b", "a.b", true},
-		{"a.*", "a.b", true},
-		{"a.*", "a.b.c", false},
-		{"a.>", "a.b.c", true},
-		{"a.>", "a", false},
-		{">", "a", true},
+// TestTopicConfigByPattern: a topic takes the first configured pattern
+// that matches it, in NATS syntax once the bus translated it.
+func TestTopicConfigByPattern(t *testing.T) {
+	c := Config{Topics: natsTopics([]TopicConfig{{Pattern: "a.b"}, {Pattern: "a.*"}, {Pattern: "x.**"}, {Pattern: "**"}})}
+	tests := []struct{ topic, want string }{
+		{"a.b", "a.b"},
+		{"a.c", "a.*"},
+		{"a.b.c", ">"},
+		{"x.y.z", "x.>"},
+		{"x", ">"},
 	}
 	for _, tc := range tests {
-		if got := subjectMatches(tc.pattern, tc.subject); got != tc.want {
-			t.Errorf("subjectMatches(%q, %q) = %v", tc.pattern, tc.subject, got)
+		if got := c.topicConfig(tc.topic).Pattern; got != tc.want {
+			t.Errorf("topicConfig(%q) from pattern %q, want %q", tc.topic, got, tc.want)
 		}
 	}
 }

@@ -314,12 +314,8 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 		s.queued.add(took, s.opts.BatchSize)
 		s.queuedMu.Unlock()
 	}()
-	attempt := int(meta.NumDelivered)
-	if attempt > 1 {
-		attempt -= s.b.released.count(key)
-	}
 	rec := fromMsg(msg.Subject(), msg.Headers(), msg.Data(), meta.Sequence.Stream, meta.Timestamp)
-	d := &delivery{s: s, msg: msg, rec: rec, key: key, attempt: attempt, hidx: -1}
+	d := &delivery{s: s, msg: msg, rec: rec, key: key, attempt: s.b.released.attempt(meta), hidx: -1}
 	if d.attempt > s.opts.MaxAttempts {
 		// The last attempt's deadline passed.
 		s.deadLetter(d, "ack deadline passed on the last attempt")
@@ -346,10 +342,12 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 		// start it again, so the handler gets the whole ack timeout.
 		_ = msg.InProgress()
 	}
-	deadline := time.Now().Add(s.opts.AckTimeout())
+	now := time.Now()
+	deadline := now.Add(s.opts.AckTimeout())
 	d.deadline = deadline // not shared yet
+	d.store = now.Add(time.Duration(s.groupAckWait.Load()))
 	if s.opts.ManualAck {
-		s.b.expiry.add(d, deadline)
+		s.b.expiry.move(d, deadline)
 		// A ManualAck handler only receives the delivery (it is settled
 		// later), so it runs here, one at a time in stream order: what a
 		// WebSocket subscription needs to send EVENTs in order.

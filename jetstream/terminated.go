@@ -59,21 +59,11 @@ func (b *Bus) onTerminated(m *nats.Msg) {
 	case <-b.copying.Done():
 		return
 	}
-	b.subsMu.Lock()
-	if b.closed {
-		b.subsMu.Unlock()
-		<-b.deadLetters
-		return
-	}
-	b.wg.Add(1)
-	b.subsMu.Unlock()
-	go func() {
-		defer b.wg.Done()
-		defer func() { <-b.deadLetters }()
+	b.goCopy(func() {
 		if err := b.deadLetterTerminated(a); err != nil {
 			b.log.Error("an event a member terminated could not be dead-lettered", "stream", a.Stream, "consumer", a.Consumer, "seq", a.StreamSeq, "err", err)
 		}
-	}()
+	})
 }
 
 // deadLetterTerminated publishes the dead letter of the event a member of

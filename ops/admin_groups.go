@@ -10,6 +10,7 @@ import (
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/inspect"
+	"github.com/eventhub/eventhub/pattern"
 )
 
 // adminGroupJSON is one group in the admin API: its cursor and counts,
@@ -108,7 +109,7 @@ func (h *Handler) deadLetterCounts(ctx context.Context, topic string) (map[strin
 		}
 		return true
 	})
-	if errors.Is(err, facade.ErrNotFound) || facade.IsPattern(topic) && errors.Is(err, facade.ErrBadTopic) {
+	if errors.Is(err, facade.ErrNotFound) || pattern.HasWildcard(topic) && errors.Is(err, facade.ErrBadTopic) {
 		return counts, false, nil // none yet: no stream holds them
 	}
 	if err != nil {

@@ -146,7 +146,7 @@ func TestExportFilterStats(t *testing.T) {
 }
 
 func TestReplayFilterBadRequest(t *testing.T) {
-	e, _ := filterFixture(t)
+	e, _ := newFakeEnv(t, ops.Config{}, "fam.a")
 	long := string(bytes.Repeat([]byte("x"), 1025))
 	for _, q := range []string{"key=", "correlationId=", "tag=", "correlationId=" + long, "key=%FF"} {
 		status, body, _ := e.get(t, "/replay?topic=fam.a&"+q)

@@ -45,6 +45,14 @@ func newEnv(t testing.TB, bc jetstream.Config, oc ops.Config) *env {
 	t.Cleanup(func() { _ = bus.Close() })
 	e := &env{bus: bus, js: bus.JetStream(), logs: &logRecorder{}}
 	oc.Bus = bus.Admin()
+	e.serve(t, oc)
+	return e
+}
+
+// serve starts the ops handler with oc (Now and Logger filled in) behind
+// an httptest server.
+func (e *env) serve(t testing.TB, oc ops.Config) {
+	t.Helper()
 	oc.Now = func() time.Time {
 		if p := e.now.Load(); p != nil {
 			return *p
@@ -59,7 +67,6 @@ func newEnv(t testing.TB, bc jetstream.Config, oc ops.Config) *env {
 	e.h = h
 	e.srv = httptest.NewServer(h)
 	t.Cleanup(e.srv.Close)
-	return e
 }
 
 func (e *env) get(t testing.TB, path string) (int, []byte, http.Header) {

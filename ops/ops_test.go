@@ -14,7 +14,6 @@ import (
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventhub/eventhub/facade"
-	"github.com/eventhub/eventhub/internal/natstest"
 	"github.com/eventhub/eventhub/jetstream"
 	"github.com/eventhub/eventhub/ops"
 )
@@ -475,7 +474,7 @@ func TestErrors(t *testing.T) {
 
 func TestAuthorize(t *testing.T) {
 	errNoToken := errors.New("no token")
-	f := newEnv(t, jetstream.Config{}, ops.Config{Authorize: func(r *http.Request) error {
+	f, _ := newFakeEnv(t, ops.Config{Authorize: func(r *http.Request) error {
 		switch r.Header.Get("Authorization") {
 		case "Bearer good":
 			return nil
@@ -483,8 +482,7 @@ func TestAuthorize(t *testing.T) {
 			return fmt.Errorf("%w: read-only token", ops.ErrForbidden)
 		}
 		return errNoToken
-	}})
-	publish(t, f.bus, orders, `{}`, "")
+	}}, orders)
 	tests := []struct {
 		path, auth string
 		wantStatus int
@@ -517,7 +515,7 @@ func TestAuthorize(t *testing.T) {
 		}
 	}
 
-	g := newEnv(t, jetstream.Config{}, ops.Config{AuthorizeProbes: true, Authorize: func(*http.Request) error { return errNoToken }})
+	g, _ := newFakeEnv(t, ops.Config{AuthorizeProbes: true, Authorize: func(*http.Request) error { return errNoToken }})
 	if status, _, _ := g.get(t, "/healthz"); status != 401 {
 		t.Fatalf("healthz with AuthorizeProbes: %d", status)
 	}
@@ -527,27 +525,23 @@ func TestConfig(t *testing.T) {
 	if _, err := ops.New(ops.Config{}); !errors.Is(err, ops.ErrNoBus) {
 		t.Fatalf("New without bus: %v", err)
 	}
-	srv := natstest.RunEmbedded(t)
-	bus, err := jetstream.New(natstest.InProcessConn(t, srv), jetstream.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bus.Close()
-	if _, err := ops.New(ops.Config{Bus: bus.Admin(), FlushEvery: -1}); err == nil {
+	a := &fakeAdmin{}
+	if _, err := ops.New(ops.Config{Bus: a, FlushEvery: -1}); err == nil {
 		t.Fatal("negative FlushEvery accepted")
 	}
-	// The bus alone has the user API, not the operator's roles.
-	if _, err := ops.New(ops.Config{Bus: bus}); !errors.Is(err, ops.ErrMissingRole) || !strings.Contains(err.Error(), "Config.Topics") {
+	// A bus with only the status role (as a *jetstream.Bus, whose
+	// operator roles are its Admin handle's) is refused.
+	status := struct{ ops.Status }{a}
+	if _, err := ops.New(ops.Config{Bus: status}); !errors.Is(err, ops.ErrMissingRole) || !strings.Contains(err.Error(), "Config.Topics") {
 		t.Fatalf("New with a bus that is no Topics: %v", err)
 	}
 	// Each role may come from its own value; nil ones are Bus.
-	a := bus.Admin()
-	if _, err := ops.New(ops.Config{Bus: bus, Topics: a, Events: a, Groups: a, Keys: a}); err != nil {
+	if _, err := ops.New(ops.Config{Bus: status, Topics: a, Events: a, Groups: a, Keys: a, Export: a}); err != nil {
 		t.Fatalf("New with roles set one by one: %v", err)
 	}
 	// Register mounts the routes on another mux.
 	mux := http.NewServeMux()
-	h, err := ops.New(ops.Config{Bus: bus.Admin()})
+	h, err := ops.New(ops.Config{Bus: a})
 	if err != nil {
 		t.Fatal(err)
 	}

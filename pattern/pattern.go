@@ -129,6 +129,40 @@ func (p Pattern) String() string { return p.src }
 // IsLiteral reports whether the pattern has no wildcard segment.
 func (p Pattern) IsLiteral() bool { return p.literal && len(p.segs) > 0 }
 
+// HasWildcard reports whether s, compiled or not, has a "*" or "**"
+// segment: it is a pattern rather than a topic.
+func HasWildcard(s string) bool {
+	for seg := range strings.SplitSeq(s, ".") {
+		if seg == "*" || seg == "**" {
+			return true
+		}
+	}
+	return false
+}
+
+// NATSSubject returns the pattern as a NATS subject filter: "*" stays,
+// "**" becomes ">". ok is false when a "**" is not the last segment, which
+// NATS subjects cannot express.
+func (p Pattern) NATSSubject() (subject string, ok bool) {
+	if p.literal {
+		return p.src, true
+	}
+	parts := make([]string, len(p.segs))
+	for i, g := range p.segs {
+		switch {
+		case g.kind == segOne:
+			parts[i] = "*"
+		case g.kind == segMany && i < len(p.segs)-1:
+			return "", false
+		case g.kind == segMany:
+			parts[i] = ">"
+		default:
+			parts[i] = g.lit
+		}
+	}
+	return strings.Join(parts, "."), true
+}
+
 // Match reports whether topic matches the pattern. The topic is taken
 // literally: a topic segment "*" is just the string "*". A topic that is
 // empty or has an empty segment never matches. Match does not allocate for

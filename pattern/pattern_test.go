@@ -327,3 +327,26 @@ func FuzzMatch(f *testing.F) {
 		}
 	})
 }
+
+func TestNATSSubject(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, want string
+		ok            bool
+	}{
+		{"orders.created", "orders.created", true},
+		{"orders.*", "orders.*", true},
+		{"orders.**", "orders.>", true},
+		{"*.x.**", "*.x.>", true},
+		{"**", ">", true},
+		{"a.**.c", "", false},
+		{"**.a", "", false},
+	} {
+		p, err := Compile(tc.pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := p.NATSSubject(); got != tc.want || ok != tc.ok {
+			t.Errorf("NATSSubject(%q) = %q, %v, want %q, %v", tc.pattern, got, ok, tc.want, tc.ok)
+		}
+	}
+}

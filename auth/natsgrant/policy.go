@@ -2,7 +2,6 @@ package natsgrant
 
 import (
 	"slices"
-	"strings"
 
 	"github.com/eventhub/eventhub/acl"
 	"github.com/eventhub/eventhub/pattern"
@@ -55,9 +54,13 @@ func actionEntries(rules []acl.Rule, action acl.Action) ([]string, error) {
 		}
 		anyGroup := len(r.Groups) == 0 || slices.Contains(r.Groups, "*")
 		for _, pat := range r.Topics {
-			subj, err := natsSubject(pat)
+			tp, err := pattern.Compile(pat)
 			if err != nil {
 				return nil, err
+			}
+			subj, ok := tp.NATSSubject()
+			if !ok {
+				return nil, notExpressible("%q has \"**\" before its last segment", pat)
 			}
 			if action == acl.ActionPublish || anyGroup {
 				add(subj)
@@ -86,19 +89,4 @@ func overlap(a, b []string) bool {
 		}
 	}
 	return false
-}
-
-// natsSubject renders a topic pattern as a NATS subject: "**" is ">",
-// which NATS allows last only.
-func natsSubject(pattern string) (string, error) {
-	parts := strings.Split(pattern, ".")
-	for i, p := range parts {
-		if p == "**" {
-			if i != len(parts)-1 {
-				return "", notExpressible("%q has \"**\" before its last segment", pattern)
-			}
-			parts[i] = ">"
-		}
-	}
-	return strings.Join(parts, "."), nil
 }

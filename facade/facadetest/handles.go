@@ -64,6 +64,38 @@ func testSettleAfterExpiry(t *testing.T, env Env) {
 	c.quiet(t, 1500*time.Millisecond)
 }
 
+// testAfterExpire: AfterExpire tells the holder once a lease ended without
+// a settlement, not before its deadline, and never after Ack.
+func testAfterExpire(t *testing.T, env Env) {
+	b := env.NewBus(t)
+	topic, group := names(t)
+	c := newCollector()
+	subscribe(t, b, topic, group, c.handle, facade.SubscribeOptions{ManualAck: true, AckTimeoutMs: 1000})
+	publish(t, b, topic, `{"n":1}`, facade.PublishOptions{})
+	first := c.next(t)
+	told := make(chan time.Time, 1)
+	first.d.AfterExpire(func() { told <- time.Now() })
+	select {
+	case at := <-told:
+		if early := first.d.Deadline().Sub(at); early > 50*time.Millisecond {
+			t.Fatalf("told %v before the deadline", early)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("the holder was not told that the lease expired")
+	}
+	second := c.next(t) // redelivered once the lease ended
+	acked := make(chan struct{}, 1)
+	second.d.AfterExpire(func() { acked <- struct{}{} })
+	if err := second.d.Ack(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-acked:
+		t.Fatal("told of an expiry after Ack")
+	case <-time.After(1500 * time.Millisecond):
+	}
+}
+
 // testExtend: Extend keeps a delivery past its first deadline.
 func testExtend(t *testing.T, env Env) {
 	b := env.NewBus(t)

@@ -56,6 +56,7 @@ func Run(t *testing.T, env Env) {
 		{"WildcardGroupAcrossStreamsRefused", testWildcardRefused, false, false},
 		{"ManualAckFanInSettlesEveryTopic", testManualAckFanIn, false, false},
 		{"SettleAfterExpiry", testSettleAfterExpiry, false, false},
+		{"AfterExpireTellsTheHolder", testAfterExpire, false, false},
 		{"ExtendKeepsDelivery", testExtend, false, false},
 		{"DrainWaitsForSettlement", testDrain, false, false},
 		{"StopHandsBack", testStop, false, false},
