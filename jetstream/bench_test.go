@@ -98,9 +98,14 @@ func payloadOf(size int) json.RawMessage {
 // hub's envelope headers for a fresh publish (Eventhub-Id, Eventhub-Ts:
 // "raw-envelope", the server's share), and raw messages with a Nats-Msg-Id
 // ("raw-msgid", what the server's duplicate tracking costs).
-func BenchmarkPublishAsync1KiB(b *testing.B) {
+func BenchmarkPublishAsync1KiB(b *testing.B) { benchPublishAsync(b, 1024) }
+
+// BenchmarkPublishAsync128B is BenchmarkPublishAsync1KiB with 128 B events.
+func BenchmarkPublishAsync128B(b *testing.B) { benchPublishAsync(b, 128) }
+
+func benchPublishAsync(b *testing.B, size int) {
 	env := newBenchEnv(b)
-	data := payloadOf(1024)
+	data := payloadOf(size)
 	ctx := context.Background()
 	compareAll(b, "msgs",
 		contestant{"raw", func(n int) {

@@ -101,16 +101,23 @@ func payloadHint(p []byte) string {
 // sent within the stream's duplicate window.
 func toMsg(subject string, e *facade.EventRecord, idempotent bool) (*nats.Msg, error) {
 	h := make(nats.Header, 4)
-	h[HeaderID] = []string{e.ID}
-	if idempotent {
-		h[HeaderMsgID] = []string{e.ID}
+	// The values of the usual headers share one backing array: a publish
+	// allocates once for them, not once per header.
+	vals := make([]string, 0, 5)
+	set := func(name, v string) {
+		vals = append(vals, v)
+		h[name] = vals[len(vals)-1 : len(vals) : len(vals)] // capped: an Add copies
 	}
-	h[HeaderTS] = []string{strconv.FormatInt(e.TS, 10)}
+	set(HeaderID, e.ID)
+	if idempotent {
+		set(HeaderMsgID, e.ID)
+	}
+	set(HeaderTS, strconv.FormatInt(e.TS, 10))
 	if e.SID != "" {
-		h[HeaderSID] = []string{e.SID}
+		set(HeaderSID, e.SID)
 	}
 	if e.Partition != nil {
-		h[HeaderPartition] = []string{strconv.Itoa(*e.Partition)}
+		set(HeaderPartition, strconv.Itoa(*e.Partition))
 	}
 	if len(e.Headers) > 0 {
 		if err := setJSONHeader(h, HeaderHeaders, e.Headers); err != nil {

@@ -201,9 +201,14 @@ func (b *Bus) createGroup(ctx context.Context, ti *topicInfo, name, group string
 		}
 		cfg.Metadata[metaRetry] = string(raw)
 	}
-	if len(ti.filters) == 1 {
+	switch {
+	case !ti.shared:
+		// The stream holds the topic's subjects only: no filter, which
+		// spares the server matching every message it delivers against
+		// the topic's two subjects.
+	case len(ti.filters) == 1:
 		cfg.FilterSubject = ti.filters[0]
-	} else {
+	default:
 		cfg.FilterSubjects = ti.filters
 	}
 	cfg.InactiveThreshold = time.Duration(o.InactiveTimeoutMs) * time.Millisecond

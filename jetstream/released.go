@@ -66,5 +66,7 @@ func (r *released) attempt(meta *jetstream.MsgMetadata) int {
 func (r *released) forget(k releaseKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.n, k) // its place in order goes when it comes up
+	if len(r.n) > 0 { // most acks: nothing to hash
+		delete(r.n, k) // its place in order goes when it comes up
+	}
 }

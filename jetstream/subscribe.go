@@ -36,6 +36,7 @@ type subscription struct {
 	groupAckWait atomic.Int64
 	done         chan struct{} // closed when run returns
 	hwg          sync.WaitGroup
+	acks         acker // sends the acks of handlers' results
 	obs          GroupObserver
 
 	mu       sync.Mutex
@@ -200,6 +201,7 @@ func (b *Bus) subscribeOne(ctx context.Context, topic, group string, handler fac
 	}
 	s.groupAckWait.Store(int64(cons.CachedInfo().Config.AckWait))
 	s.retry.Store(&retry)
+	s.acks.s = s
 
 	b.subsMu.Lock()
 	if b.closed {
@@ -427,7 +429,11 @@ func (s *subscription) handle(d *delivery) {
 		return // the caller settles it
 	}
 	if err == nil {
-		_ = d.Ack(s.ctx) // settled already by the handler, or a lost ack: at least once
+		// Settled already by the handler, or acked by s.acks (or here,
+		// once it closed).
+		if d.finish(settled) == nil && !s.acks.add(d) {
+			_ = s.ack(d)
+		}
 		return
 	}
 	_ = d.Nack(s.ctx, err.Error())
@@ -535,6 +541,7 @@ func (s *subscription) stop(ctx context.Context, cause error) error {
 				_ = d.msg.Nak()
 			}
 		}
+		s.acks.close()
 		s.unregister()
 		s.h.stopped(cause)
 	})

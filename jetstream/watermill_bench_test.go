@@ -3,7 +3,9 @@ package jetstream_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,7 +37,10 @@ type contestant struct {
 // that rotate which one starts, and reports every rate and each one's ratio
 // to the first (the raw nats.go path). Rounds are short (about 2,000
 // operations each) and many, so that load from other processes falls on
-// every contestant alike.
+// every contestant alike. It also reports each one's CPU per operation (the server's share
+// included, all in this process) and the ratio of the first's to each
+// other's ("name/raw-by-cpu", 1 when both cost the same): the figure that
+// other processes' load does not move.
 func compareAll(b *testing.B, unit string, cs ...contestant) {
 	cycle := 2 * len(cs)
 	rounds := max(b.N/2000/cycle, 1) * cycle
@@ -44,6 +49,7 @@ func compareAll(b *testing.B, unit string, cs ...contestant) {
 		c.run(min(n, 200)) // warm up (streams, consumers, connections)
 	}
 	d := make([]time.Duration, len(cs))
+	cpu := make([]time.Duration, len(cs))
 	b.ResetTimer()
 	for r := range rounds {
 		for k := range cs {
@@ -51,9 +57,10 @@ func compareAll(b *testing.B, unit string, cs ...contestant) {
 			if r%2 == 1 {
 				i = (r + len(cs) - k) % len(cs)
 			}
-			t0 := time.Now()
+			t0, c0 := time.Now(), processCPU()
 			cs[i].run(n)
 			d[i] += time.Since(t0)
+			cpu[i] += processCPU() - c0
 		}
 	}
 	b.StopTimer()
@@ -65,6 +72,21 @@ func compareAll(b *testing.B, unit string, cs ...contestant) {
 	for i, c := range cs[1:] {
 		b.ReportMetric(rates[i+1]/rates[0], c.name+"/"+cs[0].name)
 	}
+	for i, c := range cs {
+		b.ReportMetric(float64(cpu[i].Nanoseconds())/1e3/float64(n*rounds), c.name+"-cpu-µs/"+strings.TrimSuffix(unit, "s"))
+		if i > 0 {
+			b.ReportMetric(float64(cpu[0])/float64(cpu[i]), c.name+"/"+cs[0].name+"-by-cpu")
+		}
+	}
+}
+
+// processCPU is the CPU time this process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // wmEnv is a benchEnv with a Watermill publisher and a plain connection for
@@ -156,9 +178,14 @@ func BenchmarkPublish1KiB(b *testing.B) {
 // and with its default synchronous one (DoubleAck). A pass ends when the
 // server has registered every ack: the consumer's ack floor reached the
 // last event.
-func BenchmarkConsumeAck1KiB(b *testing.B) {
+func BenchmarkConsumeAck1KiB(b *testing.B) { benchConsumeAck(b, 1024) }
+
+// BenchmarkConsumeAck128B is BenchmarkConsumeAck1KiB with 128 B events.
+func BenchmarkConsumeAck128B(b *testing.B) { benchConsumeAck(b, 128) }
+
+func benchConsumeAck(b *testing.B, size int) {
 	env := newWMEnv(b)
-	data := payloadOf(1024)
+	data := payloadOf(size)
 	ctx := context.Background()
 	filled := 0
 	need := func(n int) {

@@ -1,0 +1,59 @@
+package jetstream_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/testutil"
+	"github.com/eventhub/eventhub/jetstream"
+)
+
+// The acks of events whose handlers returned are sent by the time Stop
+// returns, even when they all return at once just before it: the group's
+// cursor then reaches the last event with no member left to take one
+// again.
+func TestStopSendsHandlersAcks(t *testing.T) {
+	b, _ := newBus(t, jetstream.Config{})
+	const n = 200
+	for range n {
+		pub(t, b, "acks.t", `1`, "")
+	}
+	var entered, returned atomic.Int64
+	release := make(chan struct{})
+	sub, err := b.Subscribe(t.Context(), "acks.t", "g", func(context.Context, facade.Delivery) error {
+		entered.Add(1)
+		<-release
+		returned.Add(1)
+		return nil
+	}, facade.SubscribeOptions{From: facade.FromEarliest, MaxInFlight: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, 10*time.Second, func() error {
+		if got := entered.Load(); got < n {
+			return fmt.Errorf("%d of %d handlers running", got, n)
+		}
+		return nil
+	})
+	close(release)
+	if err := sub.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := returned.Load(); got != n {
+		t.Fatalf("Stop returned with %d of %d handlers done", got, n)
+	}
+	testutil.CheckFor(t, 5*time.Second, func() error {
+		c, err := b.GetCursor(t.Context(), "acks.t", "g")
+		if err != nil {
+			return err
+		}
+		if c.LastSeq != n {
+			return fmt.Errorf("cursor at %d, want %d", c.LastSeq, n)
+		}
+		return nil
+	})
+}
