@@ -186,34 +186,41 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// report reports median, min and max of each contestant's values as
-// "<kind>-<unit>", "-min" and "-max", the ratio of the medians
-// hub/centrifuge as "<unit>-hub/centrifuge" (and hub/nats), and logs a
-// line per contestant.
-func report(b *testing.B, unit string, st stats) {
+// report logs median, min and max of each contestant's values, and the
+// ratios of the medians hub/centrifuge and hub/nats; under a benchmark it
+// also reports them as metrics: "<kind>-<unit>" (with "-min" and "-max")
+// and "<unit>-hub/<kind>".
+func report(tb testing.TB, unit string, st stats) {
+	tb.Helper()
+	b, _ := tb.(*testing.B)
 	for _, k := range []string{kindHub, kindCentrifuge, kindNATS} {
 		v := st[k]
 		if len(v) == 0 {
 			continue
 		}
-		b.ReportMetric(median(v), k+"-"+unit)
-		b.ReportMetric(slices.Min(v), k+"-"+unit+"-min")
-		b.ReportMetric(slices.Max(v), k+"-"+unit+"-max")
-		b.Logf("%-10s %-14s median %10.4g  min %10.4g  max %10.4g  (%d rounds)", k, unit, median(v), slices.Min(v), slices.Max(v), len(v))
+		if b != nil {
+			b.ReportMetric(median(v), k+"-"+unit)
+			b.ReportMetric(slices.Min(v), k+"-"+unit+"-min")
+			b.ReportMetric(slices.Max(v), k+"-"+unit+"-max")
+		}
+		tb.Logf("%-10s %-14s median %10.4g  min %10.4g  max %10.4g  (%d rounds)", k, unit, median(v), slices.Min(v), slices.Max(v), len(v))
 	}
 	hub := st[kindHub]
 	for _, k := range []string{kindCentrifuge, kindNATS} {
 		if o := st[k]; len(hub) > 0 && len(o) > 0 && median(o) != 0 {
-			b.ReportMetric(median(hub)/median(o), unit+"-hub/"+k)
-			b.Logf("%-10s %-14s hub/%s %.3g", "", unit, k, median(hub)/median(o))
+			if b != nil {
+				b.ReportMetric(median(hub)/median(o), unit+"-hub/"+k)
+			}
+			tb.Logf("%-10s %-14s hub/%s %.3g", "", unit, k, median(hub)/median(o))
 		}
 	}
 }
 
 // throughputRun publishes events as fast as the slowest connection takes
-// them (at most window() ahead of it) and returns delivered events/s and
-// the benchmark process's CPU µs per delivered event.
-func throughputRun(b *testing.B, kind string, conns, events int) (evps, cpuUs float64) {
+// them (at most window() ahead of it) and returns delivered events/s, the
+// benchmark process's (the server's) and the client process's CPU µs per
+// delivered event.
+func throughputRun(b testing.TB, kind string, conns, events int) (evps, serverUs, clientUs float64) {
 	b.Helper()
 	s := startServer(b, kind, topic)
 	defer s.close()
@@ -255,37 +262,46 @@ func throughputRun(b *testing.B, kind string, conns, events int) (evps, cpuUs fl
 		b.Fatalf("%s: %d connections dropped: %s", kind, r.Dropped, r.FirstErr)
 	}
 	b.Logf("%s %d conns: %d deliveries in %v, server CPU %v, client CPU %.2fs", kind, conns, r.Delivered, elapsed.Round(time.Millisecond), cpu.Round(time.Millisecond), r.CPU)
-	return float64(r.Delivered) / elapsed.Seconds(), float64(cpu.Microseconds()) / float64(r.Delivered)
+	n := float64(r.Delivered)
+	return n / elapsed.Seconds(), float64(cpu.Microseconds()) / n, r.CPU * 1e6 / n
 }
 
-// BenchmarkLiveThroughput: delivered events/s and server CPU per delivered
-// event, every event to every connection, publishing as fast as the
-// slowest connection keeps up.
+// BenchmarkLiveThroughput: delivered events/s and server and client CPU
+// per delivered event, every event to every connection, publishing as
+// fast as the slowest connection keeps up.
 func BenchmarkLiveThroughput(b *testing.B) {
 	raiseFileLimit()
 	for _, tc := range []struct{ conns, events int }{{100, 20_000}, {1000, 2_000}} {
 		b.Run(fmt.Sprintf("conns=%d", tc.conns), func(b *testing.B) {
 			for range b.N {
-				evps, cpu := stats{}, stats{}
-				kinds := contestants(kindHub, kindCentrifuge, kindNATS)
-				for r := range rounds() {
-					for i := range kinds {
-						k := kinds[(i+r)%len(kinds)]
-						e, c := throughputRun(b, k, tc.conns, tc.events)
-						evps[k] = append(evps[k], e)
-						cpu[k] = append(cpu[k], c)
-					}
-				}
-				report(b, "ev/s", evps)
-				report(b, "cpu-us/ev", cpu)
+				throughputCase(b, rounds(), tc.conns, tc.events)
 			}
 		})
 	}
 }
 
+// throughputCase runs throughputRun for each contestant, taking turns,
+// and reports the medians and ratios.
+func throughputCase(tb testing.TB, rounds, conns, events int) {
+	evps, srv, cli := stats{}, stats{}, stats{}
+	kinds := contestants(kindHub, kindCentrifuge, kindNATS)
+	for r := range rounds {
+		for i := range kinds {
+			k := kinds[(i+r)%len(kinds)]
+			e, s, c := throughputRun(tb, k, conns, events)
+			evps[k] = append(evps[k], e)
+			srv[k] = append(srv[k], s)
+			cli[k] = append(cli[k], c)
+		}
+	}
+	report(tb, "ev/s", evps)
+	report(tb, "server-us/ev", srv)
+	report(tb, "client-us/ev", cli)
+}
+
 // latencyRun publishes rate events/s for d and returns the client
 // process's latency figures and the share of deliveries that arrived.
-func latencyRun(b *testing.B, kind string, conns, rate int, d time.Duration) (r *clientResult, delivered float64) {
+func latencyRun(b testing.TB, kind string, conns, rate int, d time.Duration) (r *clientResult, delivered float64) {
 	b.Helper()
 	s := startServer(b, kind, topic)
 	defer s.close()
@@ -338,26 +354,30 @@ func BenchmarkLiveLatency(b *testing.B) {
 	}{{100, 100, 10 * time.Second}, {1000, 200, 5 * time.Second}, {1000, 2000, 5 * time.Second}} {
 		b.Run(fmt.Sprintf("conns=%d/rate=%d", tc.conns, tc.rate), func(b *testing.B) {
 			for range b.N {
-				p50, p99, share := stats{}, stats{}, stats{}
-				kinds := contestants(kindHub, kindCentrifuge, kindNATS)
-				for r := range rounds() {
-					for i := range kinds {
-						k := kinds[(i+r)%len(kinds)]
-						res, sh := latencyRun(b, k, tc.conns, tc.rate, tc.d)
-						p50[k] = append(p50[k], res.P50)
-						p99[k] = append(p99[k], res.P99)
-						share[k] = append(share[k], sh)
-					}
-				}
-				report(b, "p50-ms", p50)
-				report(b, "p99-ms", p99)
-				report(b, "delivered", share)
-				if h, c := p99[kindHub], p99[kindCentrifuge]; len(h) > 0 && len(c) > 0 {
-					b.ReportMetric(median(h)-median(c), "p99-ms-hub-minus-centrifuge")
-				}
+				latencyCase(b, rounds(), tc.conns, tc.rate, tc.d)
 			}
 		})
 	}
+}
+
+// latencyCase runs latencyRun for each contestant, taking turns, reports
+// the medians and ratios, and returns the share of deliveries that arrived.
+func latencyCase(tb testing.TB, rounds, conns, rate int, d time.Duration) stats {
+	p50, p99, share := stats{}, stats{}, stats{}
+	kinds := contestants(kindHub, kindCentrifuge, kindNATS)
+	for r := range rounds {
+		for i := range kinds {
+			k := kinds[(i+r)%len(kinds)]
+			res, sh := latencyRun(tb, k, conns, rate, d)
+			p50[k] = append(p50[k], res.P50)
+			p99[k] = append(p99[k], res.P99)
+			share[k] = append(share[k], sh)
+		}
+	}
+	report(tb, "p50-ms", p50)
+	report(tb, "p99-ms", p99)
+	report(tb, "delivered", share)
+	return share
 }
 
 // heapAndStack is the benchmark process's live heap and stacks after GC.
@@ -433,7 +453,7 @@ func BenchmarkLive10k(b *testing.B) {
 		for r := range rounds() {
 			for i := range kinds {
 				k := kinds[(i+r)%len(kinds)]
-				e, c := throughputRun(b, k, conns, 200)
+				e, c, _ := throughputRun(b, k, conns, 200)
 				evps[k] = append(evps[k], e)
 				cpu[k] = append(cpu[k], c)
 				res, sh := latencyRun(b, k, conns, 20, 10*time.Second)
@@ -448,4 +468,19 @@ func BenchmarkLive10k(b *testing.B) {
 		report(b, "p99-ms", p99)
 		report(b, "delivered", share)
 	}
+}
+
+// TestLiveBenchShort runs the throughput and latency cases once, small,
+// with every contestant's client: the harness works, and each contestant
+// delivers every event to every connection.
+func TestLiveBenchShort(t *testing.T) {
+	raiseFileLimit()
+	t.Run("throughput", func(t *testing.T) { throughputCase(t, 1, 10, 300) })
+	t.Run("latency", func(t *testing.T) {
+		for k, share := range latencyCase(t, 1, 10, 100, time.Second) {
+			if share[0] != 1 {
+				t.Errorf("%s: %.1f%% of the events delivered", k, 100*share[0])
+			}
+		}
+	})
 }
