@@ -89,7 +89,7 @@ type conn struct {
 	count   atomic.Int64
 	ended   atomic.Bool
 	errOnce sync.Once
-	err     error    // set once, before ended
+	err     error      // set once, before ended
 	histMu  sync.Mutex // a client may call back on more than one goroutine
 	hist    *latHist
 	close   func()
