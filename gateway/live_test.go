@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -308,4 +309,59 @@ func TestLiveSlowClientDropped(t *testing.T) {
 	if got := other.liveEvents(1); got[0].ID != e.ID {
 		t.Fatalf("the other subscriber got %s, want %s", got[0].ID, e.ID)
 	}
+}
+
+// TestLiveStalledConnection: a connection that stalls the fan-out (its
+// queue never returns) holds back at most the subscriptions of its shard;
+// the topic's other shards go on, and the shard resumes once it returns.
+func TestLiveStalledConnection(t *testing.T) {
+	bus := newBus(t)
+	g := newGateway(t, bus, Config{})
+	ft := &fakeTransport{stall: make(chan struct{})}
+	s := newSession(g.Gateway, ft, slog.New(slog.DiscardHandler))
+	t.Cleanup(func() { s.end("test over") })
+	release := sync.OnceFunc(func() { close(ft.stall) })
+	t.Cleanup(release) // before the session ends, when the test failed
+	s.handleFrame(t, wire.Frame{Op: wire.OpAuth})
+	s.handleFrame(t, wire.Frame{Op: wire.OpSubscribe, Corr: "s", Topic: "stall.t"})
+	testutil.CheckFor(t, 5*time.Second, func() error {
+		if n := g.Stats().LiveSubscribers["stall.t"]; n != 1 {
+			return fmt.Errorf("%d live subscribers", n)
+		}
+		return nil
+	})
+	// The stalled one and the first liveShardSize-1 of these fill the
+	// first shard; the last opens the second.
+	var cs []*wsClient
+	for range liveShardSize {
+		c := dialAuth(t, g.url, "")
+		c.ok(liveFrame("stall.t", ""))
+		cs = append(cs, c)
+	}
+	var sent []*facade.EventRecord
+	for i := range 3 {
+		sent = append(sent, publish(t, bus, "stall.t", fmt.Sprint(i)))
+	}
+	free := cs[len(cs)-1]
+	for i, e := range free.liveEvents(3) {
+		if e.ID != sent[i].ID {
+			t.Fatalf("event %d: %s, want %s", i, e.ID, sent[i].ID)
+		}
+	}
+	cs[0].noEvent(200 * time.Millisecond) // held by the stalled one, in its shard
+	release()
+	for _, c := range cs[:len(cs)-1] {
+		for i, e := range c.liveEvents(3) {
+			if e.ID != sent[i].ID {
+				t.Fatalf("event %d: %s, want %s", i, e.ID, sent[i].ID)
+			}
+		}
+	}
+	testutil.CheckFor(t, 5*time.Second, func() error {
+		frames, _, _ := ft.snapshot()
+		if n := len(frames); n != 1+1+3 { // OK of AUTH, of SUBSCRIBE, 3 EVENTs
+			return fmt.Errorf("%d frames", n)
+		}
+		return nil
+	})
 }
