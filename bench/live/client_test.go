@@ -256,6 +256,15 @@ func (c *conn) dialCentrifuge(spec clientSpec) error {
 			c.end(fmt.Errorf("disconnected: %d %s", e.Code, e.Reason))
 		}
 	})
+	// centrifuge-go reconnects by itself (through "connecting"): events
+	// published meanwhile are lost to it, so a reconnect counts as a drop.
+	var connected atomic.Bool
+	cl.OnConnected(func(centrifuge.ConnectedEvent) { connected.Store(true) })
+	cl.OnConnecting(func(e centrifuge.ConnectingEvent) {
+		if connected.Load() && !closing.Load() {
+			c.end(fmt.Errorf("reconnecting: %d %s", e.Code, e.Reason))
+		}
+	})
 	sub, err := cl.NewSubscription(spec.Topic)
 	if err != nil {
 		return err

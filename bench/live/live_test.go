@@ -219,8 +219,9 @@ func report(tb testing.TB, unit string, st stats) {
 // throughputRun publishes events as fast as the slowest connection takes
 // them (at most window() ahead of it) and returns delivered events/s, the
 // benchmark process's (the server's) and the client process's CPU µs per
-// delivered event.
-func throughputRun(b testing.TB, kind string, conns, events int) (evps, serverUs, clientUs float64) {
+// delivered event, and how many connections were dropped (or, for
+// centrifuge-go, reconnected) on the way.
+func throughputRun(b testing.TB, kind string, conns, events int) (evps, serverUs, clientUs float64, dropped int) {
 	b.Helper()
 	s := startServer(b, kind, topic)
 	defer s.close()
@@ -259,11 +260,12 @@ func throughputRun(b testing.TB, kind string, conns, events int) (evps, serverUs
 	}
 	r := cp.finish(b)
 	if r.Dropped > 0 {
-		b.Fatalf("%s: %d connections dropped: %s", kind, r.Dropped, r.FirstErr)
+		// What the others delivered counts; the case reports the drops.
+		b.Logf("%s: %d connections dropped: %s", kind, r.Dropped, r.FirstErr)
 	}
 	b.Logf("%s %d conns: %d deliveries in %v, server CPU %v, client CPU %.2fs", kind, conns, r.Delivered, elapsed.Round(time.Millisecond), cpu.Round(time.Millisecond), r.CPU)
 	n := float64(r.Delivered)
-	return n / elapsed.Seconds(), float64(cpu.Microseconds()) / n, r.CPU * 1e6 / n
+	return n / elapsed.Seconds(), float64(cpu.Microseconds()) / n, r.CPU * 1e6 / n, r.Dropped
 }
 
 // BenchmarkLiveThroughput: delivered events/s and server and client CPU
@@ -281,22 +283,25 @@ func BenchmarkLiveThroughput(b *testing.B) {
 }
 
 // throughputCase runs throughputRun for each contestant, taking turns,
-// and reports the medians and ratios.
-func throughputCase(tb testing.TB, rounds, conns, events int) {
-	evps, srv, cli := stats{}, stats{}, stats{}
+// reports the medians and ratios, and returns the dropped connections.
+func throughputCase(tb testing.TB, rounds, conns, events int) stats {
+	evps, srv, cli, drops := stats{}, stats{}, stats{}, stats{}
 	kinds := contestants(kindHub, kindCentrifuge, kindNATS)
 	for r := range rounds {
 		for i := range kinds {
 			k := kinds[(i+r)%len(kinds)]
-			e, s, c := throughputRun(tb, k, conns, events)
+			e, s, c, d := throughputRun(tb, k, conns, events)
 			evps[k] = append(evps[k], e)
 			srv[k] = append(srv[k], s)
 			cli[k] = append(cli[k], c)
+			drops[k] = append(drops[k], float64(d))
 		}
 	}
 	report(tb, "ev/s", evps)
 	report(tb, "server-us/ev", srv)
 	report(tb, "client-us/ev", cli)
+	report(tb, "dropped", drops)
+	return drops
 }
 
 // latencyRun publishes rate events/s for d and returns the client
@@ -326,8 +331,9 @@ func latencyRun(b testing.TB, kind string, conns, rate int, d time.Duration) (r 
 	case <-cp.done:
 	case <-cp.exited:
 		b.Fatalf("%s: client process ended: %v", kind, cp.err)
-	case <-time.After(30 * time.Second):
-		// Saturated: what arrived counts, the share below says how much.
+	case <-time.After(10 * time.Second):
+		// Saturated: what arrived within 10 s of the last publish counts,
+		// the share below says how much.
 	}
 	if err := s.settle(); err != nil {
 		b.Fatalf("%s: publish: %v", kind, err)
@@ -345,13 +351,14 @@ func latencyRun(b testing.TB, kind string, conns, rate int, d time.Duration) (r 
 // at 2,000 events/s ask for 2 million deliveries a second, more than two
 // cores deliver with the clients on the same machine: every contestant is
 // saturated there and its latency is that of its queues; 1,000 at 200/s
-// is the same fan-out below saturation.
+// is the same fan-out below saturation. 100 connections at 100/s are
+// below saturation, at 5,000/s (500,000 deliveries a second) past it.
 func BenchmarkLiveLatency(b *testing.B) {
 	raiseFileLimit()
 	for _, tc := range []struct {
 		conns, rate int
 		d           time.Duration
-	}{{100, 100, 10 * time.Second}, {1000, 200, 5 * time.Second}, {1000, 2000, 5 * time.Second}} {
+	}{{100, 100, 10 * time.Second}, {100, 5000, 5 * time.Second}, {1000, 200, 5 * time.Second}, {1000, 2000, 5 * time.Second}} {
 		b.Run(fmt.Sprintf("conns=%d/rate=%d", tc.conns, tc.rate), func(b *testing.B) {
 			for range b.N {
 				latencyCase(b, rounds(), tc.conns, tc.rate, tc.d)
@@ -453,7 +460,7 @@ func BenchmarkLive10k(b *testing.B) {
 		for r := range rounds() {
 			for i := range kinds {
 				k := kinds[(i+r)%len(kinds)]
-				e, c, _ := throughputRun(b, k, conns, 200)
+				e, c, _, _ := throughputRun(b, k, conns, 200)
 				evps[k] = append(evps[k], e)
 				cpu[k] = append(cpu[k], c)
 				res, sh := latencyRun(b, k, conns, 20, 10*time.Second)
@@ -475,7 +482,13 @@ func BenchmarkLive10k(b *testing.B) {
 // delivers every event to every connection.
 func TestLiveBenchShort(t *testing.T) {
 	raiseFileLimit()
-	t.Run("throughput", func(t *testing.T) { throughputCase(t, 1, 10, 300) })
+	t.Run("throughput", func(t *testing.T) {
+		for k, drops := range throughputCase(t, 1, 10, 300) {
+			if drops[0] != 0 {
+				t.Errorf("%s: %v connections dropped", k, drops[0])
+			}
+		}
+	})
 	t.Run("latency", func(t *testing.T) {
 		for k, share := range latencyCase(t, 1, 10, 100, time.Second) {
 			if share[0] != 1 {
