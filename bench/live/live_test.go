@@ -112,8 +112,7 @@ func startClients(tb testing.TB, spec clientSpec) *clientProc {
 	select {
 	case <-ready:
 	case <-p.exited:
-		_ = cmd.Wait()
-		tb.Fatalf("client process: %v", p.err)
+		tb.Fatalf("client process: %v (%v)", p.err, cmd.Wait())
 	case <-time.After(5 * time.Minute):
 		_ = stdin.Close()
 		_ = cmd.Process.Kill()
