@@ -93,8 +93,7 @@ type conn struct {
 	histMu  sync.Mutex // a client may call back on more than one goroutine
 	hist    *latHist
 	close   func()
-	done    chan struct{} // closed when no more events are recorded
-	_       [32]byte      // keep counters of neighbours off one cache line
+	_       [32]byte // keep counters of neighbours off one cache line
 }
 
 func runClients(spec clientSpec, out *bufio.Writer, stdin io.Reader) (*clientResult, error) {
@@ -108,7 +107,7 @@ func runClients(spec clientSpec, out *bufio.Writer, stdin io.Reader) (*clientRes
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			c := &conn{done: make(chan struct{})}
+			c := &conn{}
 			if spec.Lat {
 				c.hist = new(latHist)
 			}
@@ -189,7 +188,11 @@ func runClients(spec clientSpec, out *bufio.Writer, stdin io.Reader) (*clientRes
 		cpu = cpuTime() - cpu0
 	}
 
-	res := &clientResult{}
+	// The result is taken before the connections close: a client with a
+	// backlog of events (centrifuge-go queues them without bound) may
+	// take long to close.
+	res := &clientResult{CPU: cpu.Seconds()}
+	var all latHist
 	for _, c := range conns {
 		if c.ended.Load() {
 			res.Dropped++
@@ -197,21 +200,27 @@ func runClients(spec clientSpec, out *bufio.Writer, stdin io.Reader) (*clientRes
 				res.FirstErr = c.err.Error()
 			}
 		}
-		c.close()
-	}
-	var all latHist
-	for _, c := range conns {
-		<-c.done
 		res.Delivered += c.count.Load()
 		if c.hist != nil {
+			c.histMu.Lock()
 			all.merge(c.hist)
+			c.histMu.Unlock()
 		}
 	}
 	if spec.Lat {
 		res.Samples = all.n
 		res.P50, res.P99, res.Max = all.quantile(0.50), all.quantile(0.99), float64(all.max)/1e6
 	}
-	res.CPU = cpu.Seconds()
+	var closing sync.WaitGroup
+	for _, c := range conns {
+		closing.Go(c.close)
+	}
+	closed := make(chan struct{})
+	go func() { closing.Wait(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second): // the process ends anyway
+	}
 	return res, nil
 }
 
@@ -234,7 +243,6 @@ func (c *conn) dialHub(spec clientSpec) error {
 		return err
 	}
 	go func() {
-		defer close(c.done)
 		<-sub.Done()
 		if !closing.Load() {
 			c.end(fmt.Errorf("subscription ended: %w", sub.Err()))
@@ -250,7 +258,7 @@ func (c *conn) dialCentrifuge(spec clientSpec) error {
 		Name: "bench", HandshakeTimeout: 30 * time.Second, ReadTimeout: 30 * time.Second,
 	})
 	var closing atomic.Bool
-	c.close = func() { closing.Store(true); cl.Close(); close(c.done) }
+	c.close = func() { closing.Store(true); cl.Close() }
 	cl.OnDisconnected(func(e centrifuge.DisconnectedEvent) {
 		if !closing.Load() {
 			c.end(fmt.Errorf("disconnected: %d %s", e.Code, e.Reason))
@@ -317,7 +325,6 @@ func (c *conn) dialNATS(spec clientSpec) error {
 	var closing atomic.Bool
 	c.close = func() { closing.Store(true); nc.Close() }
 	go func() {
-		defer close(c.done)
 		<-closed
 		if !closing.Load() {
 			c.end(errors.New("connection closed"))

@@ -12,7 +12,7 @@
 // min and max of the rounds, and as the ratios hub/Centrifuge and hub/NATS
 // of the medians.
 //
-// The whole benchmark (about 15 minutes on two cores):
+// The whole benchmark (about half an hour on two cores):
 //
 //	go test -run '^$' -bench . -benchtime 1x ./bench/live/
 //

@@ -3,6 +3,7 @@ package live
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -164,8 +165,8 @@ func (p *clientProc) finish(tb testing.TB) *clientResult {
 		_ = p.cmd.Process.Kill()
 		<-p.exited
 	}
-	if err := p.cmd.Wait(); err != nil && p.err == nil {
-		p.err = err
+	if err := p.cmd.Wait(); err != nil {
+		p.err = errors.Join(p.err, err)
 	}
 	if p.err != nil {
 		tb.Fatal(p.err)
