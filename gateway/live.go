@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/eventjson"
@@ -115,8 +117,10 @@ type liveShard struct {
 	q     []*liveEvent // bounded by Config.OutboundQueue
 	spare []*liveEvent
 
-	mu   sync.Mutex // held for a fan-out pass
-	subs map[*liveSub]struct{}
+	// subs is replaced, never changed, under lt.mu: a fan-out pass reads
+	// it without a lock, so that adding or removing a subscription never
+	// waits for a pass (which a stalled connection may hold).
+	subs atomic.Pointer[[]*liveSub]
 }
 
 // liveSub is one live subscription.
@@ -192,14 +196,15 @@ func (sh *liveShard) run() {
 			case sh.room <- struct{}{}:
 			default:
 			}
-			sh.mu.Lock()
-			sh.lt.gw.liveFanout.Add(uint64(len(sh.subs) * len(evs)))
 			for _, ev := range evs {
-				for sub := range sh.subs {
+				// Loaded after ev was queued: a subscription added
+				// before ev is in it.
+				subs := *sh.subs.Load()
+				sh.lt.gw.liveFanout.Add(uint64(len(subs)))
+				for _, sub := range subs {
 					sub.offer(ev)
 				}
 			}
-			sh.mu.Unlock()
 			clear(evs)
 			sh.qmu.Lock()
 			sh.spare = evs[:0]
@@ -218,7 +223,8 @@ func (lt *liveTopic) add(sub *liveSub) {
 		}
 	}
 	if sh == nil || sh.n >= liveShardSize && len(lt.shards) < liveShards {
-		sh = &liveShard{lt: lt, wake: make(chan struct{}, 1), room: make(chan struct{}, 1), subs: make(map[*liveSub]struct{})}
+		sh = &liveShard{lt: lt, wake: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+		sh.subs.Store(new([]*liveSub))
 		// A copy: onEvent ranges over the slice it read without lt.mu.
 		lt.shards = append(lt.shards[:len(lt.shards):len(lt.shards)], sh)
 		lt.wg.Add(1)
@@ -227,9 +233,8 @@ func (lt *liveTopic) add(sub *liveSub) {
 	sh.n++
 	lt.n++
 	sub.shard = sh
-	sh.mu.Lock()
-	sh.subs[sub] = struct{}{}
-	sh.mu.Unlock()
+	subs := append(slices.Clip(*sh.subs.Load()), sub)
+	sh.subs.Store(&subs)
 }
 
 // offer sends ev, or keeps it while the subscription recovers.
@@ -429,11 +434,12 @@ func (g *Gateway) unfollow(sub *liveSub) {
 		sub.shard = nil
 		sh.n--
 		lt.n--
-		sh.mu.Lock()
-		delete(sh.subs, sub)
-		sh.mu.Unlock()
+		subs := slices.DeleteFunc(slices.Clone(*sh.subs.Load()), func(s *liveSub) bool { return s == sub })
+		sh.subs.Store(&subs)
 	}
 	lt.mu.Unlock()
+	// A pass that read the shard's subscriptions before may still offer
+	// to sub: once dead (below, under sub.mu), nothing more is sent.
 	sub.mu.Lock()
 	sub.dead, sub.pending = true, nil
 	release := sub.release

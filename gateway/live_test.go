@@ -313,7 +313,8 @@ func TestLiveSlowClientDropped(t *testing.T) {
 
 // TestLiveStalledConnection: a connection that stalls the fan-out (its
 // queue never returns) holds back at most the subscriptions of its shard;
-// the topic's other shards go on, and the shard resumes once it returns.
+// the topic's other shards go on, subscriptions of its shard can end, and
+// the shard resumes once it returns.
 func TestLiveStalledConnection(t *testing.T) {
 	bus := newBus(t)
 	g := newGateway(t, bus, Config{})
@@ -342,24 +343,26 @@ func TestLiveStalledConnection(t *testing.T) {
 	for i := range 3 {
 		sent = append(sent, publish(t, bus, "stall.t", fmt.Sprint(i)))
 	}
-	free := cs[len(cs)-1]
-	for i, e := range free.liveEvents(3) {
-		if e.ID != sent[i].ID {
-			t.Fatalf("event %d: %s, want %s", i, e.ID, sent[i].ID)
-		}
-	}
-	cs[0].noEvent(200 * time.Millisecond) // held by the stalled one, in its shard
+	free, quitter, held := cs[len(cs)-1], cs[0], cs[1:len(cs)-1]
+	free.liveEvents(3)
+	held[0].noEvent(200 * time.Millisecond) // behind the stalled one, in its shard
+	// A subscription of the stalled shard ends without waiting for it,
+	// and the other shard goes on meanwhile.
+	quitter.ok(wire.Frame{Op: wire.OpUnsubscribe, Topic: "stall.t"})
+	sent = append(sent, publish(t, bus, "stall.t", "3"))
+	free.liveEvents(1)
 	release()
-	for _, c := range cs[:len(cs)-1] {
-		for i, e := range c.liveEvents(3) {
+	for _, c := range held {
+		for i, e := range c.liveEvents(4) {
 			if e.ID != sent[i].ID {
 				t.Fatalf("event %d: %s, want %s", i, e.ID, sent[i].ID)
 			}
 		}
 	}
+	quitter.noEvent(200 * time.Millisecond)
 	testutil.CheckFor(t, 5*time.Second, func() error {
 		frames, _, _ := ft.snapshot()
-		if n := len(frames); n != 1+1+3 { // OK of AUTH, of SUBSCRIBE, 3 EVENTs
+		if n := len(frames); n != 1+1+4 { // OK of AUTH, of SUBSCRIBE, 4 EVENTs
 			return fmt.Errorf("%d frames", n)
 		}
 		return nil
