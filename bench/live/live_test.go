@@ -456,13 +456,14 @@ func BenchmarkLive10k(b *testing.B) {
 		kinds = strings.Split(v, ",")
 	}
 	for range b.N {
-		evps, cpu, p50, p99, share := stats{}, stats{}, stats{}, stats{}, stats{}
+		evps, srv, cli, p50, p99, share := stats{}, stats{}, stats{}, stats{}, stats{}, stats{}
 		for r := range rounds() {
 			for i := range kinds {
 				k := kinds[(i+r)%len(kinds)]
-				e, c, _, _ := throughputRun(b, k, conns, 200)
+				e, s, c, _ := throughputRun(b, k, conns, 200)
 				evps[k] = append(evps[k], e)
-				cpu[k] = append(cpu[k], c)
+				srv[k] = append(srv[k], s)
+				cli[k] = append(cli[k], c)
 				res, sh := latencyRun(b, k, conns, 20, 10*time.Second)
 				p50[k] = append(p50[k], res.P50)
 				p99[k] = append(p99[k], res.P99)
@@ -470,7 +471,8 @@ func BenchmarkLive10k(b *testing.B) {
 			}
 		}
 		report(b, "ev/s", evps)
-		report(b, "cpu-us/ev", cpu)
+		report(b, "server-us/ev", srv)
+		report(b, "client-us/ev", cli)
 		report(b, "p50-ms", p50)
 		report(b, "p99-ms", p99)
 		report(b, "delivered", share)
