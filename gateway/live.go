@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/eventjson"
@@ -82,21 +84,54 @@ func (ev *liveEvent) sseFrame() []byte {
 }
 
 // liveTopic is the gateway's one follower of a topic, shared by every live
-// subscription to it.
+// subscription to it. Its subscriptions are split into shards of up to
+// liveShardSize, each fanned out by its own goroutine: the follower only
+// hands each event to every shard, so a slow step (a connection's queue, a
+// scheduler short of CPU) holds back at most its shard, and the shards of a
+// large topic fan out on every core.
 type liveTopic struct {
 	shared
 	gw    *Gateway
 	topic string
 	fsub  facade.Subscription
+	stop  chan struct{} // closed when the follower stops: the shards end
+	wg    sync.WaitGroup
 
-	mu   sync.Mutex
-	subs map[*liveSub]struct{}
-	last uint64 // position of the last event fanned out
+	mu     sync.Mutex
+	shards []*liveShard // only grows, until the topic stops
+	n      int          // live subscriptions, all shards
+	last   uint64       // position of the last event fanned out
+}
+
+// Shards: a topic opens another shard once every shard has liveShardSize
+// subscriptions, up to liveShards.
+const (
+	liveShardSize = 32
+	liveShards    = 64
+)
+
+// liveShard is a part of a topic's subscriptions with its own fan-out
+// goroutine and queue of events.
+type liveShard struct {
+	lt   *liveTopic
+	n    int           // subscriptions (guarded by lt.mu)
+	wake chan struct{} // capacity 1: events were queued
+	room chan struct{} // capacity 1: the queue was taken
+
+	qmu   sync.Mutex
+	q     []*liveEvent // bounded by Config.OutboundQueue
+	spare []*liveEvent
+
+	// subs is replaced, never changed, under lt.mu: a fan-out pass reads
+	// it without a lock, so that adding or removing a subscription never
+	// waits for a pass (which a stalled connection may hold).
+	subs atomic.Pointer[[]*liveSub]
 }
 
 // liveSub is one live subscription.
 type liveSub struct {
 	lt      *liveTopic
+	shard   *liveShard
 	sink    liveSink
 	release func() // the subscription quota's; nil: none
 
@@ -109,17 +144,104 @@ type liveSub struct {
 	dead     bool
 }
 
-// onEvent fans one followed event out. It runs on the follower's
-// goroutine, one event at a time.
+// onEvent hands one followed event to every shard. It runs on the
+// follower's goroutine, one event at a time. A shard whose queue is full
+// (its goroutine a connection's queue behind) holds the follower until it
+// takes its queue: the events wait in the stream meanwhile.
 func (lt *liveTopic) onEvent(e *facade.EventRecord) {
 	ev := &liveEvent{e: e}
 	lt.mu.Lock()
-	defer lt.mu.Unlock()
 	lt.last = e.Seq
-	for sub := range lt.subs {
-		sub.offer(ev)
+	shards := lt.shards
+	lt.mu.Unlock()
+	// A subscription added from here on starts after e (its last is
+	// e.Seq): a shard offering e to it skips it.
+	for _, sh := range shards {
+		sh.push(ev)
 	}
-	lt.gw.liveFanout.Add(uint64(len(lt.subs)))
+}
+
+// push queues ev for the shard's fan-out.
+func (sh *liveShard) push(ev *liveEvent) {
+	sh.qmu.Lock()
+	for len(sh.q) >= sh.lt.gw.cfg.OutboundQueue {
+		sh.qmu.Unlock()
+		select {
+		case <-sh.room:
+		case <-sh.lt.stop:
+			return
+		}
+		sh.qmu.Lock()
+	}
+	sh.q = append(sh.q, ev)
+	sh.qmu.Unlock()
+	select {
+	case sh.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run is the shard's fan-out goroutine: it offers the queued events, in
+// order, to each of its subscriptions, until the topic stops.
+func (sh *liveShard) run() {
+	defer sh.lt.wg.Done()
+	for {
+		select {
+		case <-sh.wake:
+		case <-sh.lt.stop:
+			return
+		}
+		for {
+			sh.qmu.Lock()
+			evs := sh.q
+			sh.q, sh.spare = sh.spare[:0], nil
+			sh.qmu.Unlock()
+			if len(evs) == 0 {
+				break
+			}
+			select {
+			case sh.room <- struct{}{}:
+			default:
+			}
+			for _, ev := range evs {
+				// Loaded after ev was queued: a subscription added
+				// before ev is in it.
+				subs := *sh.subs.Load()
+				sh.lt.gw.liveFanout.Add(uint64(len(subs)))
+				for _, sub := range subs {
+					sub.offer(ev)
+				}
+			}
+			clear(evs)
+			sh.qmu.Lock()
+			sh.spare = evs[:0]
+			sh.qmu.Unlock()
+		}
+	}
+}
+
+// add puts sub in the least loaded shard, opening one when every shard is
+// full (up to liveShards). The caller holds lt.mu.
+func (lt *liveTopic) add(sub *liveSub) {
+	var sh *liveShard
+	for _, s := range lt.shards {
+		if sh == nil || s.n < sh.n {
+			sh = s
+		}
+	}
+	if sh == nil || sh.n >= liveShardSize && len(lt.shards) < liveShards {
+		sh = &liveShard{lt: lt, wake: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+		sh.subs.Store(new([]*liveSub))
+		// A copy: onEvent ranges over the slice it read without lt.mu.
+		lt.shards = append(lt.shards[:len(lt.shards):len(lt.shards)], sh)
+		lt.wg.Add(1)
+		go sh.run()
+	}
+	sh.n++
+	lt.n++
+	sub.shard = sh
+	subs := append(slices.Clip(*sh.subs.Load()), sub)
+	sh.subs.Store(&subs)
 }
 
 // offer sends ev, or keeps it while the subscription recovers.
@@ -157,7 +279,7 @@ func (g *Gateway) follow(ctx context.Context, topic string, opts wire.LiveOption
 	}
 	sub := &liveSub{lt: lt, sink: sink, catching: opts.Since != nil || opts.Snapshot, keys: opts.KeyPrefix}
 	lt.mu.Lock()
-	lt.subs[sub] = struct{}{}
+	lt.add(sub)
 	if !sub.catching {
 		// The position its live events continue after, as far as this
 		// gateway has fanned out (0 before the topic's first event here):
@@ -302,7 +424,7 @@ func (g *Gateway) positionOf(ctx context.Context, topic string, p *wire.LivePosi
 // subscriber.
 func (g *Gateway) liveTopicOf(ctx context.Context, lr facade.LiveReader, topic string) (*liveTopic, error) {
 	lt, _, err := g.live.join(ctx, topic, func() *liveTopic {
-		return &liveTopic{gw: g, topic: topic, subs: make(map[*liveSub]struct{})}
+		return &liveTopic{gw: g, topic: topic, stop: make(chan struct{})}
 	}, func(lt *liveTopic) error {
 		// Resolve "now" here so that lt.last (the OK's seq) is a real
 		// position before the first event is fanned out.
@@ -321,8 +443,16 @@ func (g *Gateway) liveTopicOf(ctx context.Context, lr facade.LiveReader, topic s
 func (g *Gateway) unfollow(sub *liveSub) {
 	lt := sub.lt
 	lt.mu.Lock()
-	delete(lt.subs, sub)
+	if sh := sub.shard; sh != nil {
+		sub.shard = nil
+		sh.n--
+		lt.n--
+		subs := slices.DeleteFunc(slices.Clone(*sh.subs.Load()), func(s *liveSub) bool { return s == sub })
+		sh.subs.Store(&subs)
+	}
 	lt.mu.Unlock()
+	// A pass that read the shard's subscriptions before may still offer
+	// to sub: once dead (below, under sub.mu), nothing more is sent.
 	sub.mu.Lock()
 	sub.dead, sub.pending = true, nil
 	release := sub.release
@@ -339,4 +469,6 @@ func (g *Gateway) unfollow(sub *liveSub) {
 	if err := lt.fsub.Stop(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		g.log.Warn("stop following", "topic", lt.topic, "err", err)
 	}
+	close(lt.stop)
+	lt.wg.Wait()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -308,4 +309,62 @@ func TestLiveSlowClientDropped(t *testing.T) {
 	if got := other.liveEvents(1); got[0].ID != e.ID {
 		t.Fatalf("the other subscriber got %s, want %s", got[0].ID, e.ID)
 	}
+}
+
+// TestLiveStalledConnection: a connection that stalls the fan-out (its
+// queue never returns) holds back at most the subscriptions of its shard;
+// the topic's other shards go on, subscriptions of its shard can end, and
+// the shard resumes once it returns.
+func TestLiveStalledConnection(t *testing.T) {
+	bus := newBus(t)
+	g := newGateway(t, bus, Config{})
+	ft := &fakeTransport{stall: make(chan struct{})}
+	s := newSession(g.Gateway, ft, slog.New(slog.DiscardHandler))
+	t.Cleanup(func() { s.end("test over") })
+	release := sync.OnceFunc(func() { close(ft.stall) })
+	t.Cleanup(release) // before the session ends, when the test failed
+	s.handleFrame(t, wire.Frame{Op: wire.OpAuth})
+	s.handleFrame(t, wire.Frame{Op: wire.OpSubscribe, Corr: "s", Topic: "stall.t"})
+	testutil.CheckFor(t, 5*time.Second, func() error {
+		if n := g.Stats().LiveSubscribers["stall.t"]; n != 1 {
+			return fmt.Errorf("%d live subscribers", n)
+		}
+		return nil
+	})
+	// The stalled one and the first liveShardSize-1 of these fill the
+	// first shard; the last opens the second.
+	var cs []*wsClient
+	for range liveShardSize {
+		c := dialAuth(t, g.url, "")
+		c.ok(liveFrame("stall.t", ""))
+		cs = append(cs, c)
+	}
+	var sent []*facade.EventRecord
+	for i := range 3 {
+		sent = append(sent, publish(t, bus, "stall.t", fmt.Sprint(i)))
+	}
+	free, quitter, held := cs[len(cs)-1], cs[0], cs[1:len(cs)-1]
+	free.liveEvents(3)
+	held[0].noEvent(200 * time.Millisecond) // behind the stalled one, in its shard
+	// A subscription of the stalled shard ends without waiting for it,
+	// and the other shard goes on meanwhile.
+	quitter.ok(wire.Frame{Op: wire.OpUnsubscribe, Topic: "stall.t"})
+	sent = append(sent, publish(t, bus, "stall.t", "3"))
+	free.liveEvents(1)
+	release()
+	for _, c := range held {
+		for i, e := range c.liveEvents(4) {
+			if e.ID != sent[i].ID {
+				t.Fatalf("event %d: %s, want %s", i, e.ID, sent[i].ID)
+			}
+		}
+	}
+	quitter.noEvent(200 * time.Millisecond)
+	testutil.CheckFor(t, 5*time.Second, func() error {
+		frames, _, _ := ft.snapshot()
+		if n := len(frames); n != 1+1+4 { // OK of AUTH, of SUBSCRIBE, 4 EVENTs
+			return fmt.Errorf("%d frames", n)
+		}
+		return nil
+	})
 }

@@ -15,7 +15,9 @@ import (
 )
 
 // fakeTransport records frames; Send fails with queueFull once full is set.
+// With stall set, SendShared waits until stall is closed.
 type fakeTransport struct {
+	stall     chan struct{}
 	mu        sync.Mutex
 	frames    []wire.Frame
 	full      bool
@@ -42,6 +44,9 @@ func (f *fakeTransport) Send(buf *[]byte) sendResult {
 }
 
 func (f *fakeTransport) SendShared(b []byte) sendResult {
+	if f.stall != nil {
+		<-f.stall
+	}
 	buf := getBuf()
 	*buf = append((*buf)[:0], b...)
 	return f.Send(buf)

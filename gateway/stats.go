@@ -30,7 +30,7 @@ func (g *Gateway) Stats() Stats {
 	st.GroupMembers = g.members.len()
 	for _, lt := range g.live.values() {
 		lt.mu.Lock()
-		st.LiveSubscribers[lt.topic] = len(lt.subs)
+		st.LiveSubscribers[lt.topic] = lt.n
 		lt.mu.Unlock()
 	}
 	st.LiveFanout, st.LiveDrops = g.liveFanout.Load(), g.liveDrops.Load()

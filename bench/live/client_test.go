@@ -3,6 +3,7 @@ package live
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,8 +18,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
+	"github.com/centrifugal/centrifuge-go"
 	"github.com/nats-io/nats.go"
+
+	"github.com/eventhub/eventhub/client"
+	"github.com/eventhub/eventhub/facade"
 )
 
 // The client process: TestHelperLiveClients, run by the benchmarks as the
@@ -52,7 +56,7 @@ type clientResult struct {
 	P50, P99  float64 // latency, ms (Lat only)
 	Max       float64 // ms
 	Samples   int64
-	CPU       float64 // the client process's CPU seconds
+	CPU       float64 // the client process's CPU seconds, from ready to the last delivery
 	FirstErr  string  // of the dropped connections
 }
 
@@ -85,11 +89,11 @@ type conn struct {
 	count   atomic.Int64
 	ended   atomic.Bool
 	errOnce sync.Once
-	err     error    // set once, before ended
-	hist    *latHist // owned by the connection's reader
+	err     error      // set once, before ended
+	histMu  sync.Mutex // a client may call back on more than one goroutine
+	hist    *latHist
 	close   func()
-	done    chan struct{} // closed when the reader returned
-	_       [32]byte      // keep counters of neighbours off one cache line
+	_       [32]byte // keep counters of neighbours off one cache line
 }
 
 func runClients(spec clientSpec, out *bufio.Writer, stdin io.Reader) (*clientResult, error) {
@@ -103,7 +107,7 @@ func runClients(spec clientSpec, out *bufio.Writer, stdin io.Reader) (*clientRes
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			c := &conn{done: make(chan struct{})}
+			c := &conn{}
 			if spec.Lat {
 				c.hist = new(latHist)
 			}
@@ -136,6 +140,10 @@ func runClients(spec clientSpec, out *bufio.Writer, stdin io.Reader) (*clientRes
 	}
 	fmt.Fprintln(out, "ready")
 	_ = out.Flush()
+	// The client CPU of a run: from ready to the last delivery (or to
+	// the end, when not every event arrived).
+	cpu0 := cpuTime()
+	var cpuDone atomic.Int64
 
 	// Report the slowest live connection's count until stdin closes.
 	stop := make(chan struct{})
@@ -166,6 +174,7 @@ func runClients(spec clientSpec, out *bufio.Writer, stdin io.Reader) (*clientRes
 			}
 			if spec.Events > 0 && !doneSent && low >= int64(spec.Events) {
 				doneSent = true
+				cpuDone.Store(int64(cpuTime() - cpu0))
 				fmt.Fprintln(out, "done")
 			}
 			_ = out.Flush()
@@ -174,8 +183,16 @@ func runClients(spec clientSpec, out *bufio.Writer, stdin io.Reader) (*clientRes
 	_, _ = io.Copy(io.Discard, stdin)
 	close(stop)
 	<-monitored
+	cpu := time.Duration(cpuDone.Load())
+	if cpu == 0 {
+		cpu = cpuTime() - cpu0
+	}
 
-	res := &clientResult{}
+	// The result is taken before the connections close: a client with a
+	// backlog of events (centrifuge-go queues them without bound) may
+	// take long to close.
+	res := &clientResult{CPU: cpu.Seconds()}
+	var all latHist
 	for _, c := range conns {
 		if c.ended.Load() {
 			res.Dropped++
@@ -183,128 +200,109 @@ func runClients(spec clientSpec, out *bufio.Writer, stdin io.Reader) (*clientRes
 				res.FirstErr = c.err.Error()
 			}
 		}
-		c.close()
-	}
-	var all latHist
-	for _, c := range conns {
-		<-c.done
 		res.Delivered += c.count.Load()
 		if c.hist != nil {
+			c.histMu.Lock()
 			all.merge(c.hist)
+			c.histMu.Unlock()
 		}
 	}
 	if spec.Lat {
 		res.Samples = all.n
 		res.P50, res.P99, res.Max = all.quantile(0.50), all.quantile(0.99), float64(all.max)/1e6
 	}
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	res.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	var closing sync.WaitGroup
+	for _, c := range conns {
+		closing.Go(c.close)
+	}
+	closed := make(chan struct{})
+	go func() { closing.Wait(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second): // the process ends anyway
+	}
 	return res, nil
 }
 
-var dialer = websocket.Dialer{HandshakeTimeout: 30 * time.Second, ReadBufferSize: 4096, WriteBufferSize: 1024}
-
-// readUntil reads messages until one satisfies ok.
-func readUntil(ws *websocket.Conn, ok func([]byte) bool) error {
-	_ = ws.SetReadDeadline(time.Now().Add(30 * time.Second))
-	defer ws.SetReadDeadline(time.Time{})
-	for {
-		_, msg, err := ws.ReadMessage()
-		if err != nil {
-			return err
-		}
-		if ok(msg) {
-			return nil
-		}
-	}
-}
-
+// dialHub follows the topic with eventhub's Go client (batched frames,
+// its default).
 func (c *conn) dialHub(spec clientSpec) error {
-	ws, _, err := dialer.Dial(spec.URL, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := client.Dial(ctx, spec.URL, client.Config{NoReconnect: true, HandshakeTimeout: 30 * time.Second})
 	if err != nil {
 		return err
 	}
-	c.close = func() { ws.Close() }
-	if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"op":"AUTH","corr":"0","token":""}`)); err != nil {
-		return err
-	}
-	if err := readUntil(ws, func(m []byte) bool { return bytes.Contains(m, []byte(`"corr":"0"`)) }); err != nil {
-		return fmt.Errorf("auth: %w", err)
-	}
-	sub := fmt.Sprintf(`{"op":"SUBSCRIBE","corr":"1","topic":%q}`, spec.Topic)
-	if err := ws.WriteMessage(websocket.TextMessage, []byte(sub)); err != nil {
-		return err
-	}
-	var answer []byte
-	if err := readUntil(ws, func(m []byte) bool {
-		answer = m
-		return bytes.Contains(m, []byte(`"corr":"1"`))
-	}); err != nil {
-		return fmt.Errorf("subscribe: %w", err)
-	}
-	if !bytes.HasPrefix(answer, []byte(`{"op":"OK"`)) {
-		return fmt.Errorf("subscribe: %s", answer)
-	}
-	prefix := []byte(`{"op":"EVENT"`)
-	go c.readWS(ws, func(m []byte) int {
-		if bytes.HasPrefix(m, prefix) {
-			c.record(m)
-			return 1
-		}
-		return 0
+	var closing atomic.Bool
+	c.close = func() { closing.Store(true); _ = cl.Close() }
+	sub, err := cl.Follow(ctx, spec.Topic, facade.AfterNow, func(e *facade.EventRecord) {
+		c.record(e.Payload)
+		c.count.Add(1)
 	})
+	if err != nil {
+		return err
+	}
+	go func() {
+		<-sub.Done()
+		if !closing.Load() {
+			c.end(fmt.Errorf("subscription ended: %w", sub.Err()))
+		}
+	}()
 	return nil
 }
 
+// dialCentrifuge subscribes to the channel with centrifuge-go (JSON
+// protocol, as the other contestants speak JSON).
 func (c *conn) dialCentrifuge(spec clientSpec) error {
-	ws, _, err := dialer.Dial(spec.URL, nil)
+	cl := centrifuge.NewJsonClient(spec.URL, centrifuge.Config{
+		Name: "bench", HandshakeTimeout: 30 * time.Second, ReadTimeout: 30 * time.Second,
+	})
+	var closing atomic.Bool
+	c.close = func() { closing.Store(true); cl.Close() }
+	cl.OnDisconnected(func(e centrifuge.DisconnectedEvent) {
+		if !closing.Load() {
+			c.end(fmt.Errorf("disconnected: %d %s", e.Code, e.Reason))
+		}
+	})
+	// centrifuge-go reconnects by itself (through "connecting"): events
+	// published meanwhile are lost to it, so a reconnect counts as a drop.
+	var connected atomic.Bool
+	cl.OnConnected(func(centrifuge.ConnectedEvent) { connected.Store(true) })
+	cl.OnConnecting(func(e centrifuge.ConnectingEvent) {
+		if connected.Load() && !closing.Load() {
+			c.end(fmt.Errorf("reconnecting: %d %s", e.Code, e.Reason))
+		}
+	})
+	sub, err := cl.NewSubscription(spec.Topic)
 	if err != nil {
 		return err
 	}
-	c.close = func() { ws.Close() }
-	if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"id":1,"connect":{"name":"bench"}}`)); err != nil {
+	subscribed := make(chan error, 1)
+	sub.OnSubscribed(func(centrifuge.SubscribedEvent) { subscribed <- nil })
+	sub.OnError(func(e centrifuge.SubscriptionErrorEvent) {
+		select {
+		case subscribed <- e.Error:
+		default:
+		}
+	})
+	sub.OnPublication(func(e centrifuge.PublicationEvent) {
+		c.record(e.Data)
+		c.count.Add(1)
+	})
+	if err := cl.Connect(); err != nil {
 		return err
 	}
-	if err := readUntil(ws, func(m []byte) bool { return bytes.Contains(m, []byte(`"id":1`)) }); err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
-	sub := fmt.Sprintf(`{"id":2,"subscribe":{"channel":%q}}`, spec.Topic)
-	if err := ws.WriteMessage(websocket.TextMessage, []byte(sub)); err != nil {
+	if err := sub.Subscribe(); err != nil {
 		return err
 	}
-	var answer []byte
-	if err := readUntil(ws, func(m []byte) bool {
-		answer = m
-		return bytes.Contains(m, []byte(`"id":2`))
-	}); err != nil {
+	select {
+	case err = <-subscribed:
+	case <-time.After(30 * time.Second):
+		err = errors.New("not subscribed in 30s")
+	}
+	if err != nil {
 		return fmt.Errorf("subscribe: %w", err)
 	}
-	if bytes.Contains(answer, []byte(`"error"`)) {
-		return fmt.Errorf("subscribe: %s", answer)
-	}
-	// A frame holds one or more replies, one per line; {} is the
-	// server's ping, answered with {}.
-	push := []byte(`{"push":`)
-	go c.readWS(ws, func(m []byte) int {
-		n := 0
-		for len(m) > 0 {
-			line := m
-			if i := bytes.IndexByte(m, '\n'); i >= 0 {
-				line, m = m[:i], m[i+1:]
-			} else {
-				m = nil
-			}
-			switch {
-			case bytes.HasPrefix(line, push):
-				c.record(line)
-				n++
-			case bytes.Equal(line, []byte("{}")):
-				_ = ws.WriteMessage(websocket.TextMessage, []byte("{}"))
-			}
-		}
-		return n
-	})
 	return nil
 }
 
@@ -312,21 +310,6 @@ func (c *conn) dialCentrifuge(spec clientSpec) error {
 func (c *conn) end(err error) {
 	c.errOnce.Do(func() { c.err = err })
 	c.ended.Store(true)
-}
-
-// readWS counts what each message holds until the connection ends.
-func (c *conn) readWS(ws *websocket.Conn, handle func([]byte) int) {
-	defer close(c.done)
-	for {
-		_, m, err := ws.ReadMessage()
-		if err != nil {
-			c.end(err)
-			return
-		}
-		if n := handle(m); n > 0 {
-			c.count.Add(int64(n))
-		}
-	}
 }
 
 func (c *conn) dialNATS(spec clientSpec) error {
@@ -342,7 +325,6 @@ func (c *conn) dialNATS(spec clientSpec) error {
 	var closing atomic.Bool
 	c.close = func() { closing.Store(true); nc.Close() }
 	go func() {
-		defer close(c.done)
 		<-closed
 		if !closing.Load() {
 			c.end(errors.New("connection closed"))
@@ -374,7 +356,9 @@ func (c *conn) record(m []byte) {
 		}
 		t = t*10 + int64(ch-'0')
 	}
+	c.histMu.Lock()
 	c.hist.add(time.Now().UnixNano() - t)
+	c.histMu.Unlock()
 }
 
 // latHist is a log-linear histogram of latencies in ns: 16 buckets per

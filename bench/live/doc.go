@@ -2,15 +2,21 @@
 // event to every connection, through the hub's WebSocket gateway, through
 // Centrifuge (the Go library behind Centrifugo) and through NATS's own
 // WebSocket listener, side by side in one run. The servers run in the
-// benchmark process and the WebSocket clients in a child process (the
-// test binary run again as a client helper), so the benchmark process's
-// CPU time is the servers' own. Contestants take turns over several
-// rounds; each measure is reported as the median, min and max of the
-// rounds, and as the ratio hub/Centrifuge of the medians.
+// benchmark process; the connections run in a child process (the test
+// binary run again as a client helper), each contestant's with its own
+// official Go client: eventhub's client package (batched frames, its
+// default), centrifuge-go (JSON protocol) and nats.go. Each process's CPU
+// time is its own: the figures are server and client CPU per delivered
+// event, delivered events/s, and publish → receive latency. Contestants
+// take turns over several rounds; each measure is reported as the median,
+// min and max of the rounds, and as the ratios hub/Centrifuge and hub/NATS
+// of the medians.
 //
-// Nothing here runs without -bench:
+// The whole benchmark (about half an hour on two cores):
 //
 //	go test -run '^$' -bench . -benchtime 1x ./bench/live/
+//
+// TestLiveBenchShort runs its throughput and latency cases once, small.
 //
 // EVENTHUB_LIVEBENCH_ROUNDS sets the rounds (default 3),
 // EVENTHUB_LIVEBENCH_ONLY a comma-separated subset of hub, centrifuge
