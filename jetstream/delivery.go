@@ -43,6 +43,11 @@ type delivery struct {
 	deadline time.Time
 	extended bool // the store's deadline was set by Extend
 
+	// Ordered groups' keyOrder, guarded by its mu: when it was fetched,
+	// and whether it waits for a slot.
+	parkedAt time.Time
+	queued   bool
+
 	// The bus's expiry heap (ManualAck deliveries only), guarded by its mu.
 	hidx  int // -1: not in the heap
 	hwhen time.Time
