@@ -328,10 +328,18 @@ func (o *keyOrder) takeOver(ctx context.Context, msg jetstream.Msg, meta *jetstr
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.pin = pin
+	// What this member holds is what runs or waits here; an event it
+	// handed back (nacked, expired) is pending like any other, and fenced.
+	for key, q := range o.keys {
+		o.keys[key] = slices.DeleteFunc(q, func(seq uint64) bool { return !running[seq] && o.parked[seq] == nil })
+		if len(o.keys[key]) == 0 {
+			delete(o.keys, key)
+		}
+	}
 	o.fence, o.fenceSeqs, o.fenceAll = map[string][]uint64{}, map[uint64]bool{}, err != nil
 	o.fenceLeft = pending
 	for seq, key := range window {
-		if _, held := slices.BinarySearch(o.keys[key], seq); held || running[seq] {
+		if running[seq] || o.parked[seq] != nil {
 			o.fenceLeft--
 			continue
 		}
@@ -402,6 +410,14 @@ func (o *keyOrder) window(ctx context.Context, meta *jetstream.MsgMetadata) (map
 			return out, info.NumAckPending, nil
 		}
 	}
+}
+
+// arrived is told of an event that came and was settled at once
+// (filtered out, or dead-lettered on arrival): it is out of the fence.
+func (o *keyOrder) arrived(seq uint64, key string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.seen(seq, key)
 }
 
 // seen takes seq out of the fence: it is here now. o.mu is held.

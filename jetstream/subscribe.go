@@ -352,10 +352,16 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 	d := &delivery{s: s, msg: msg, rec: rec, key: key, attempt: attempt, hidx: -1}
 	if d.attempt > s.opts.MaxAttempts {
 		// The last attempt's deadline passed.
+		if s.order != nil {
+			s.order.arrived(rec.Seq, rec.Key)
+		}
 		s.deadLetter(d, "ack deadline passed on the last attempt")
 		return
 	}
 	if (s.ti.match != nil && !s.ti.match(rec.Topic)) || (s.opts.Filter != nil && !s.opts.Filter(rec)) {
+		if s.order != nil {
+			s.order.arrived(rec.Seq, rec.Key)
+		}
 		_ = msg.Ack()
 		return
 	}
@@ -559,7 +565,15 @@ func (s *subscription) stop(ctx context.Context, cause error) error {
 			s.stopErr = ctx.Err()
 		}
 		if s.order != nil {
-			s.order.wg.Wait() // it ends with the pull loop (handlers were cancelled)
+			// It ends with the pull loop, once a ManualAck handler it runs
+			// returned (handlers were cancelled).
+			odone := make(chan struct{})
+			go func() { s.order.wg.Wait(); close(odone) }()
+			select {
+			case <-odone:
+			case <-ctx.Done():
+				s.stopErr = ctx.Err()
+			}
 		}
 		s.mu.Lock()
 		pending := make([]*delivery, 0, len(s.held))
