@@ -298,8 +298,8 @@ func (o *keyOrder) handBack(d *delivery) {
 // takeOver runs when msg is the first event since this member was pinned
 // (its pin id is new): the member that pulled before may have held events
 // that are still pending, and their keys must wait until those are
-// redelivered here and settled, or until one ack wait of the group has
-// passed (by then any still pending was redelivered). It reads the pending
+// redelivered here and settled, or until the group's ack wait and pin
+// timeout have passed (see window). It reads the pending
 // window of the group (ack floor to last delivered sequence), headers only,
 // and fences the keys of the sequences it does not hold itself. As many
 // sequences as the group had pending are expected back; when all of them
@@ -315,7 +315,7 @@ func (o *keyOrder) takeOver(ctx context.Context, msg jetstream.Msg, meta *jetstr
 	s := o.s
 	ctx, cancel := s.b.withTimeout(ctx)
 	defer cancel()
-	window, pending, err := o.window(ctx, meta)
+	window, pending, hold, err := o.window(ctx, meta)
 	if err != nil {
 		s.b.log.Warn("ordered group taken over without its pending window; holding keys for one ack wait", "topic", s.ti.topic, "group", s.group, "err", err)
 	}
@@ -354,38 +354,50 @@ func (o *keyOrder) takeOver(ctx context.Context, msg jetstream.Msg, meta *jetstr
 	if o.fenceEnd != nil {
 		o.fenceEnd.Stop()
 	}
-	o.fenceEnd = time.AfterFunc(time.Duration(s.groupAckWait.Load()), o.lift)
+	o.fenceEnd = time.AfterFunc(hold, o.lift)
 	if !o.fenceAll && o.fenceLeft <= 0 {
 		o.liftLocked()
 	}
 }
 
-// window reads the keys of the group's pending window and how many of
-// its sequences are pending.
-func (o *keyOrder) window(ctx context.Context, meta *jetstream.MsgMetadata) (map[uint64]string, int, error) {
+// window reads the keys of the group's pending window, how many of its
+// sequences are pending, and how long the fence may have to hold: the
+// group's ack wait, and its pin timeout on top, because the member that
+// lost the pin learns of it only at its next pull (within PinnedTTL) and
+// may still start an event it had fetched, with a fresh lease, until then.
+func (o *keyOrder) window(ctx context.Context, meta *jetstream.MsgMetadata) (map[uint64]string, int, time.Duration, error) {
 	s := o.s
+	hold := time.Duration(s.groupAckWait.Load()) + s.b.pinnedTTL()
 	cons, err := s.b.js.Consumer(ctx, meta.Stream, meta.Consumer)
 	if err != nil {
-		return nil, 0, translate(err)
+		return nil, 0, hold, translate(err)
 	}
 	info := cons.CachedInfo()
+	hold = info.Config.AckWait + info.Config.PinnedTTL
 	from, to := info.AckFloor.Stream+1, info.Delivered.Stream
 	out := map[uint64]string{}
 	if info.NumAckPending == 0 || to < from {
-		return out, 0, nil
+		return out, 0, hold, nil
 	}
 	if to-from >= maxFenceScan {
-		return nil, 0, errors.New("pending window too large to read")
+		return nil, 0, hold, errors.New("pending window too large to read")
 	}
-	oc, done, err := s.b.headerScan(ctx, s.ti, from)
+	keys, err := o.scan(ctx, from, to)
+	return keys, info.NumAckPending, hold, err
+}
+
+// scan reads the keys of the group's events from sequence from to to.
+func (o *keyOrder) scan(ctx context.Context, from, to uint64) (map[uint64]string, error) {
+	oc, done, err := o.s.b.headerScan(ctx, o.s.ti, from)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	defer done()
+	out := map[uint64]string{}
 	for {
 		batch, err := oc.FetchNoWait(512)
 		if err != nil {
-			return nil, 0, translate(err)
+			return nil, translate(err)
 		}
 		n := 0
 		for m := range batch.Messages() {
@@ -395,19 +407,19 @@ func (o *keyOrder) window(ctx context.Context, meta *jetstream.MsgMetadata) (map
 				continue
 			}
 			if mm.Sequence.Stream > to {
-				return out, info.NumAckPending, nil
+				return out, nil
 			}
 			_, key := topicKey(m.Subject())
 			out[mm.Sequence.Stream] = key
 			if mm.Sequence.Stream == to {
-				return out, info.NumAckPending, nil
+				return out, nil
 			}
 		}
 		if err := batch.Error(); err != nil {
-			return nil, 0, translate(err)
+			return nil, translate(err)
 		}
 		if n == 0 {
-			return out, info.NumAckPending, nil
+			return out, nil
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/internal/natstest"
@@ -233,4 +234,75 @@ func TestOrderedTakeOverAfterCrash(t *testing.T) {
 	if took := time.Since(crashed); took < 4*time.Second {
 		t.Fatalf("b finished %v after the crash, before the held events' leases ended", took)
 	}
+}
+
+// TestOrderedLostPinWhileRunning: the hub pulling an ordered group loses
+// its pin while its handlers run (here the group is unpinned by hand, as
+// the pin times out when a hub stops pulling for long), and goes on with
+// the events it had fetched until its next pull tells it. The hub that
+// takes over holds those keys, while their newer events reach it, until
+// the fence lifts.
+func TestOrderedLostPinWhileRunning(t *testing.T) {
+	srv := natstest.RunEmbedded(t)
+	a, _ := hubOn(t, srv)
+	b, _ := hubOn(t, srv)
+	const topic, group = "ord.unpin", "g"
+	keys := []string{"k0", "k1", "k2", "k3"}
+	k := newKeyTracker()
+	opts := facade.SubscribeOptions{OrderBy: facade.OrderByKey, AckTimeoutMs: 2000, MaxInFlight: 32}
+	// a holds its first events until release, then takes 300 ms each.
+	release := make(chan struct{})
+	hold := func(ctx context.Context, _ string, _ int) bool {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return false
+		}
+		select {
+		case <-time.After(300 * time.Millisecond):
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if _, err := a.Subscribe(t.Context(), topic, group, k.handler(t, "a", hold), opts); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Subscribe(t.Context(), topic, group, k.handler(t, "b", work), opts); err != nil {
+		t.Fatal(err)
+	}
+	publishKeyed(t, b, topic, keys, 0, 3)
+	testutil.CheckFor(t, 10*time.Second, func() error {
+		if n := k.held("a"); n != len(keys) {
+			return fmt.Errorf("a holds %d keys, want %d", n, len(keys))
+		}
+		return nil
+	})
+	ctx := t.Context()
+	g, err := a.Admin().Group(ctx, topic, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := njs.New(natstest.InProcessConn(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, err := js.StreamNameBySubject(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.UnpinConsumer(ctx, g.Consumer, "eventhub"); err != nil {
+		t.Fatal(err)
+	}
+	// The next events go to b, which now pulls; those of k0..k3 must wait
+	// while a runs the keys' earlier ones.
+	publishKeyed(t, b, topic, []string{"z"}, 0, 1)
+	k.waitDone(t, []string{"z"}, 1)
+	publishKeyed(t, b, topic, keys, 3, 4)
+	close(release)
+	k.waitDone(t, keys, 4)
 }
