@@ -73,8 +73,9 @@ func newKeyOrder(s *subscription) *keyOrder {
 	return o
 }
 
-// add takes a fetched delivery of a keyed event. It never blocks on the
-// handlers.
+// add takes a fetched delivery. It never blocks on the handlers: a pull
+// loop that waited for a slot could stop pulling for long enough to lose
+// the pin. An event without a key is free to start at once.
 func (o *keyOrder) add(d *delivery) {
 	seq, key := d.rec.Seq, d.rec.Key
 	s := o.s
@@ -94,9 +95,11 @@ func (o *keyOrder) add(d *delivery) {
 		o.handBack(d)
 		return
 	}
-	q := o.keys[key]
-	if i, found := slices.BinarySearch(q, seq); !found {
-		o.keys[key] = slices.Insert(q, i, seq)
+	if key != "" {
+		q := o.keys[key]
+		if i, found := slices.BinarySearch(q, seq); !found {
+			o.keys[key] = slices.Insert(q, i, seq)
+		}
 	}
 	if old := o.parked[seq]; old != nil {
 		old.supersede() // a parked event's lease ran out after all
@@ -105,7 +108,11 @@ func (o *keyOrder) add(d *delivery) {
 	d.parkedAt = time.Now()
 	o.parked[seq] = d
 	o.seen(seq, key) // after it is in place: seeing it may lift the fence
-	o.advance(key)
+	if key == "" {
+		o.queue(d)
+	} else {
+		o.advance(key)
+	}
 	o.mu.Unlock()
 }
 
@@ -130,12 +137,18 @@ func (o *keyOrder) advance(key string) {
 		return
 	}
 	first := q[0]
-	d := o.parked[first]
-	if d == nil || d.queued || o.fenced(key, first) {
+	if d := o.parked[first]; d != nil && !o.fenced(key, first) {
+		o.queue(d)
+	}
+}
+
+// queue makes parked d ready to start. o.mu is held.
+func (o *keyOrder) queue(d *delivery) {
+	if d.queued {
 		return
 	}
 	d.queued = true
-	o.ready = append(o.ready, first)
+	o.ready = append(o.ready, d.rec.Seq)
 	select {
 	case o.wake <- struct{}{}:
 	default:

@@ -366,7 +366,7 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 		return
 	}
 	s.obs.Delivered()
-	if s.order != nil && rec.Key != "" {
+	if s.order != nil {
 		s.order.add(d)
 		return
 	}
