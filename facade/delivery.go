@@ -70,7 +70,9 @@ type Releaser interface {
 //
 // Handlers of one subscription run concurrently, up to MaxInFlight at a
 // time. With MaxInFlight 1 they run one at a time in stream order: use it
-// where order matters, as projections do. ManualAck handlers always run
+// where order matters, as projections do; with OrderBy [OrderByKey] the
+// events of one key run one at a time, in stream order, and different keys
+// in parallel. ManualAck handlers always run
 // one at a time, in stream order, and should return quickly.
 type Handler func(ctx context.Context, d Delivery) error
 

@@ -65,7 +65,7 @@ var (
 	// ErrInvalidOption: a publish or subscribe option is out of range.
 	ErrInvalidOption = &Error{Code: "bad_request", Msg: "invalid option"}
 	// ErrConflictingOption: a subscribe option that a group holds for all
-	// its members (its retry policy) differs from the group's.
+	// its members (its retry policy, its order) differs from the group's.
 	ErrConflictingOption = &Error{Code: "conflicting_option", Msg: "option conflicts with the group's"}
 	// ErrKeyRequired: the topic is compacted and the event has no key.
 	ErrKeyRequired = &Error{Code: "key_required", Msg: "compacted topic needs a key"}

@@ -15,6 +15,9 @@ const (
 	FromAfterID  = "afterId"
 )
 
+// OrderByKey is the [SubscribeOptions.OrderBy] of groups ordered by key.
+const OrderByKey = "key"
+
 // Defaults of [SubscribeOptions], the same as the reference TypeScript
 // clients use.
 const (
@@ -103,6 +106,15 @@ type SubscribeOptions struct {
 	// doubling per attempt, at most 10 s). A member that asks for a policy
 	// other than the group's is refused with [ErrConflictingOption].
 	Retry *RetryPolicy `json:"retry,omitempty"`
+	// OrderBy, when [OrderByKey], makes the group deliver the events of
+	// one key to one member at a time, in stream order, while events of
+	// different keys run in parallel up to MaxInFlight; events without a
+	// key are not ordered. A nacked or expired event holds its key's later
+	// events back until it is settled or dead-lettered. Like Retry it is
+	// the group's: set by the member that creates the group; empty follows
+	// the group; asking for another is refused with
+	// [ErrConflictingOption].
+	OrderBy string `json:"orderBy,omitempty"`
 	// InactiveTimeoutMs, when set, deletes a new group once it has had no
 	// member for this long (at least 1000): for per-page or per-process
 	// groups that must not pile up. Zero keeps the group until it is
@@ -182,6 +194,9 @@ func (o SubscribeOptions) Validate() error {
 	}
 	if o.MaxAttempts < 0 || o.MaxAttempts > 1000 {
 		return fmt.Errorf("%w: maxAttempts %d out of range 1..1000", ErrInvalidOption, o.MaxAttempts)
+	}
+	if o.OrderBy != "" && o.OrderBy != OrderByKey {
+		return fmt.Errorf("%w: orderBy must be %q or unset, not %q", ErrInvalidOption, OrderByKey, o.OrderBy)
 	}
 	if o.Retry != nil {
 		if err := o.Retry.Validate(); err != nil {

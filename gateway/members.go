@@ -57,10 +57,10 @@ func (g *Gateway) join(ctx context.Context, sub *subscription, topic string, opt
 		return nil, err
 	}
 	// The member was started with the options of its first subscription:
-	// a later one that asks for another retry policy than the group's is
-	// refused, as a member of its own would be.
-	if rc, ok := m.bsub.(retryChecker); ok && !create && opts.Retry != nil {
-		if err := rc.CheckRetry(*opts.Retry); err != nil {
+	// a later one that asks for another retry policy or order than the
+	// group's is refused, as a member of its own would be.
+	if gc, ok := m.bsub.(groupChecker); ok && !create {
+		if err := gc.CheckGroupOptions(opts); err != nil {
 			g.leave(m, sub)
 			return nil, err
 		}
@@ -68,9 +68,10 @@ func (g *Gateway) join(ctx context.Context, sub *subscription, topic string, opt
 	return m, nil
 }
 
-// retryChecker is a bus subscription that knows its group's retry policy.
-type retryChecker interface {
-	CheckRetry(facade.RetryPolicy) error
+// groupChecker is a bus subscription that knows the options its group
+// holds for all members (retry policy, order).
+type groupChecker interface {
+	CheckGroupOptions(facade.SubscribeOptions) error
 }
 
 // attach makes sub a destination of m's events, unless it stopped

@@ -133,6 +133,8 @@ type GroupInfo struct {
 	// says the group set none and follows the bus's default.
 	Retry        facade.RetryPolicy
 	RetryDefault bool
+	// OrderBy is the group's order: facade.OrderByKey, or "" (unordered).
+	OrderBy string
 }
 
 // GroupLag is a group with the oldest event it has not acknowledged and

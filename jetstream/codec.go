@@ -148,10 +148,7 @@ func toMsg(subject string, e *facade.EventRecord, idempotent bool) (*nats.Msg, e
 // characters, or a time that is not epoch milliseconds, is replaced as for
 // a message without one.
 func fromMsg(subject string, h nats.Header, data []byte, seq uint64, stored time.Time) *facade.EventRecord {
-	topic, key := splitSubject(subject)
-	if key == "" || !utf8.ValidString(key) {
-		topic, key = foreignKey(subject)
-	}
+	topic, key := topicKey(subject)
 	e := &facade.EventRecord{Topic: topic, Key: key, Seq: seq}
 	if h != nil {
 		if e.ID = msgID(h); validID(e.ID) != nil {
@@ -192,6 +189,15 @@ func fromMsg(subject string, h nats.Header, data []byte, seq uint64, stored time
 	// payload as it is.
 	e.Payload = foreignPayload(data, e)
 	return e
+}
+
+// topicKey splits a stored subject into the topic and key of its event.
+func topicKey(subject string) (topic, key string) {
+	topic, key = splitSubject(subject)
+	if key == "" || !utf8.ValidString(key) {
+		topic, key = foreignKey(subject)
+	}
+	return topic, key
 }
 
 // foreignKey splits a keyed subject whose key token is not in the key

@@ -28,11 +28,48 @@ func (b *Bus) ensureGroup(ctx context.Context, ti *topicInfo, group string, o fa
 	if err != nil {
 		return nil, facade.RetryPolicy{}, err
 	}
-	retry, err := b.checkRetry(ti, group, cons.CachedInfo().Config, o.Retry)
+	cfg := cons.CachedInfo().Config
+	retry, err := b.checkRetry(ti, group, cfg, o.Retry)
 	if err != nil {
 		return nil, facade.RetryPolicy{}, err
 	}
+	if err := checkOrder(ti, group, cfg, o.OrderBy); err != nil {
+		return nil, facade.RetryPolicy{}, err
+	}
 	return cons, retry, nil
+}
+
+// metaOrder is the consumer metadata key of a group's order
+// ([facade.OrderByKey]), set when the member that created the group asked
+// for one. Ordered groups are also pinned (see createGroup).
+const metaOrder = "eventhub_order"
+
+// groupOrder is the order of the group whose consumer has cfg: "" or
+// facade.OrderByKey.
+func groupOrder(cfg jetstream.ConsumerConfig) string {
+	if cfg.PriorityPolicy != jetstream.PriorityPolicyPinned {
+		return ""
+	}
+	return cfg.Metadata[metaOrder]
+}
+
+// checkOrder reports, with ErrConflictingOption, a member that asks for an
+// order other than its group's.
+func checkOrder(ti *topicInfo, group string, cfg jetstream.ConsumerConfig, want string) error {
+	if have := groupOrder(cfg); want != "" && want != have {
+		return orderConflict(want, have, group, ti.topic)
+	}
+	return nil
+}
+
+// orderConflict is the error of a member asking for order want of a group
+// that has another.
+func orderConflict(want, have, group, topic string) error {
+	if have == "" {
+		have = "none"
+	}
+	return fmt.Errorf("%w: orderBy %q: group %s of %s has order %s (set when it was created); subscribe without orderBy to follow it, or delete the group to change it",
+		facade.ErrConflictingOption, want, group, topic, have)
 }
 
 // metaRetry is the consumer metadata key of a group's retry policy (its
@@ -201,6 +238,15 @@ func (b *Bus) createGroup(ctx context.Context, ti *topicInfo, name, group string
 		}
 		cfg.Metadata[metaRetry] = string(raw)
 	}
+	if o.OrderBy == facade.OrderByKey {
+		// One member in the cluster pulls at a time (see keyOrder): the
+		// others stand by and take over when it stops pulling for
+		// PinnedTTL.
+		cfg.Metadata[metaOrder] = o.OrderBy
+		cfg.PriorityPolicy = jetstream.PriorityPolicyPinned
+		cfg.PriorityGroups = []string{priorityGroup}
+		cfg.PinnedTTL = b.pinnedTTL()
+	}
 	switch {
 	case !ti.shared:
 		// The stream holds the topic's subjects only: no filter, which
@@ -328,31 +374,11 @@ func (b *Bus) resolveID(ctx context.Context, ti *topicInfo, id string) (uint64, 
 	if err != nil {
 		return 0, err
 	}
-	// One ephemeral headers-only consumer, deleted on return (an ordered
-	// consumer would make a new server-side consumer per fetch and leave the
-	// last one behind).
-	cc := jetstream.ConsumerConfig{
-		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:       from,
-		AckPolicy:         jetstream.AckNonePolicy,
-		HeadersOnly:       true,
-		MemoryStorage:     true,
-		InactiveThreshold: 30 * time.Second,
-	}
-	if len(ti.filters) == 1 {
-		cc.FilterSubject = ti.filters[0]
-	} else {
-		cc.FilterSubjects = ti.filters
-	}
-	oc, err := ti.stream.CreateConsumer(ctx, cc)
+	oc, done, err := b.headerScan(ctx, ti, from)
 	if err != nil {
-		return 0, fmt.Errorf("locate %s: %w", id, translate(err))
+		return 0, fmt.Errorf("locate %s: %w", id, err)
 	}
-	defer func() {
-		dctx, cancel := b.withTimeout(context.WithoutCancel(ctx))
-		defer cancel()
-		_ = ti.stream.DeleteConsumer(dctx, oc.CachedInfo().Name)
-	}()
+	defer done()
 	limit := t.Add(b.cfg.IDSkew)
 	for {
 		batch, err := oc.FetchNoWait(512)
@@ -380,4 +406,32 @@ func (b *Bus) resolveID(ctx context.Context, ti *topicInfo, id string) (uint64, 
 			return 0, fmt.Errorf("%w: %s not in %s", facade.ErrUnknownID, id, ti.topic)
 		}
 	}
+}
+
+// headerScan makes one ephemeral headers-only consumer of ti's events
+// from sequence from on; done deletes it. (An ordered consumer would make
+// a new server-side consumer per fetch and leave the last one behind.)
+func (b *Bus) headerScan(ctx context.Context, ti *topicInfo, from uint64) (oc jetstream.Consumer, done func(), err error) {
+	cc := jetstream.ConsumerConfig{
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       from,
+		AckPolicy:         jetstream.AckNonePolicy,
+		HeadersOnly:       true,
+		MemoryStorage:     true,
+		InactiveThreshold: 30 * time.Second,
+	}
+	if len(ti.filters) == 1 {
+		cc.FilterSubject = ti.filters[0]
+	} else {
+		cc.FilterSubjects = ti.filters
+	}
+	oc, err = ti.stream.CreateConsumer(ctx, cc)
+	if err != nil {
+		return nil, nil, translate(err)
+	}
+	return oc, func() {
+		dctx, cancel := b.withTimeout(context.WithoutCancel(ctx))
+		defer cancel()
+		_ = ti.stream.DeleteConsumer(dctx, oc.CachedInfo().Name)
+	}, nil
 }

@@ -74,6 +74,9 @@ func (s *subscription) copyToDeadLetters(d *delivery, reason string) {
 		return
 	}
 	s.b.released.forget(d.key)
+	if s.order != nil {
+		s.order.done(d)
+	}
 }
 
 // publishDeadLetter publishes the dead letter of e, an event of group,

@@ -50,6 +50,11 @@ type delivery struct {
 	store    time.Time
 	onExpire func() // AfterExpire's
 
+	// Ordered groups' keyOrder, guarded by its mu: when it was fetched,
+	// and whether it waits for a slot.
+	parkedAt time.Time
+	queued   bool
+
 	// The bus's expiry heap (ManualAck deliveries only), guarded by its mu.
 	hidx  int // -1: not in the heap
 	hwhen time.Time

@@ -146,6 +146,7 @@ func (b *Bus) groupInfo(ctx context.Context, ti *topicInfo, group string, ci *je
 		PauseRemaining: ci.PauseRemaining,
 		Filters:        slices.Clone(consumerFilters(ci)),
 		Retry:          b.groupRetry(ci.Config),
+		OrderBy:        groupOrder(ci.Config),
 	}
 	_, custom := ci.Config.Metadata[metaRetry]
 	g.RetryDefault = !custom

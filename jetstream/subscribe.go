@@ -24,6 +24,7 @@ type subscription struct {
 	retry   atomic.Pointer[facade.RetryPolicy]
 	handler facade.Handler
 	h       *subHandle // the Subscribe call's handle
+	order   *keyOrder  // the key scheduler of an ordered group, else nil
 
 	ctx      context.Context // handlers' context, cancelled when the subscription stops
 	cancel   context.CancelFunc
@@ -93,15 +94,20 @@ func (h *subHandle) Drain(ctx context.Context) error {
 // Done implements [facade.Subscription].
 func (h *subHandle) Done() <-chan struct{} { return h.done }
 
-// CheckRetry reports, with [facade.ErrConflictingOption], whether p differs
-// from the retry policy of the subscription's group: what a process
-// sharing one member of a group among several callers checks of every
-// caller after the first.
-func (h *subHandle) CheckRetry(p facade.RetryPolicy) error {
+// CheckGroupOptions reports, with [facade.ErrConflictingOption], whether
+// o asks for a retry policy or an order other than the subscription's
+// group has: what a process sharing one member of a group among several
+// callers checks of every caller after the first.
+func (h *subHandle) CheckGroupOptions(o facade.SubscribeOptions) error {
 	for _, s := range h.subs {
-		have := *s.retry.Load()
-		if w := p.WithDefaults(s.b.cfg.RetryBackoff, s.b.cfg.MaxRetryBackoff); !w.Equal(have) {
-			return retryConflict(w, have, s.group, s.ti.topic)
+		if p := o.Retry; p != nil {
+			have := *s.retry.Load()
+			if w := p.WithDefaults(s.b.cfg.RetryBackoff, s.b.cfg.MaxRetryBackoff); !w.Equal(have) {
+				return retryConflict(w, have, s.group, s.ti.topic)
+			}
+		}
+		if o.OrderBy != "" && o.OrderBy != s.orderBy() {
+			return orderConflict(o.OrderBy, s.orderBy(), s.group, s.ti.topic)
 		}
 	}
 	return nil
@@ -129,6 +135,14 @@ func (h *subHandle) stopped(cause error) {
 		}
 		close(h.done)
 	}
+}
+
+// orderBy is the order of s's group: "" or facade.OrderByKey.
+func (s *subscription) orderBy() string {
+	if s.order != nil {
+		return facade.OrderByKey
+	}
+	return ""
 }
 
 // Subscribe implements [facade.Subscriber].
@@ -202,6 +216,9 @@ func (b *Bus) subscribeOne(ctx context.Context, topic, group string, handler fac
 	s.groupAckWait.Store(int64(cons.CachedInfo().Config.AckWait))
 	s.retry.Store(&retry)
 	s.acks.s = s
+	if groupOrder(cons.CachedInfo().Config) == facade.OrderByKey {
+		s.order = newKeyOrder(s)
+	}
 
 	b.subsMu.Lock()
 	if b.closed {
@@ -218,6 +235,9 @@ func (b *Bus) subscribeOne(ctx context.Context, topic, group string, handler fac
 		s.unregister()
 		b.wg.Done()
 		cancel()
+		if s.order != nil {
+			s.order.wg.Wait()
+		}
 		return nil, err
 	}
 	go func() {
@@ -230,14 +250,21 @@ func (b *Bus) subscribeOne(ctx context.Context, topic, group string, handler fac
 func (s *subscription) consume(cons jetstream.Consumer) (jetstream.ConsumeContext, error) {
 	// A member never buffers more than its window: buffered events' ack
 	// deadlines run while they wait for a slot.
-	cc, err := cons.Consume(s.onMsg,
+	opts := []jetstream.PullConsumeOpt{
 		jetstream.PullMaxMessages(s.opts.BatchSize),
 		jetstream.PullExpiry(s.b.cfg.PullExpiry),
 		jetstream.PullHeartbeat(s.b.cfg.PullHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			s.b.log.Debug("consume", "topic", s.ti.topic, "group", s.group, "err", err)
+			if s.order != nil && errors.Is(err, jetstream.ErrPinIDMismatch) {
+				s.order.lostPin()
+			}
 		}),
-	)
+	}
+	if s.order != nil {
+		opts = append(opts, jetstream.PullPriorityGroup(priorityGroup))
+	}
+	cc, err := cons.Consume(s.onMsg, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("consume %s/%s: %w", s.ti.topic, s.group, translate(err))
 	}
@@ -306,6 +333,9 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 		_ = msg.Nak()
 		return
 	}
+	if s.order != nil {
+		s.order.takeOver(s.pullCtx, msg, meta)
+	}
 	t0 := time.Now()
 	s.queuedMu.Lock()
 	queued := s.queued.sum
@@ -320,15 +350,25 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 	d := &delivery{s: s, msg: msg, rec: rec, key: key, attempt: s.b.released.attempt(meta), hidx: -1}
 	if d.attempt > s.opts.MaxAttempts {
 		// The last attempt's deadline passed.
+		if s.order != nil {
+			s.order.arrived(rec.Seq, rec.Key)
+		}
 		s.deadLetter(d, "ack deadline passed on the last attempt")
 		return
 	}
 	if (s.ti.match != nil && !s.ti.match(rec.Topic)) || (s.opts.Filter != nil && !s.opts.Filter(rec)) {
+		if s.order != nil {
+			s.order.arrived(rec.Seq, rec.Key)
+		}
 		_ = msg.Ack()
 		return
 	}
 	s.obs.Delivered()
 	s.startDeliver(d)
+	if s.order != nil {
+		s.order.add(d)
+		return
+	}
 	if !s.admit(d) {
 		d.endSpan("handed_back")
 		s.b.released.add(key) // stopping before it reached the handler
@@ -457,6 +497,9 @@ func (s *subscription) ack(d *delivery) error {
 	}
 	s.obs.Acked(time.Since(time.UnixMilli(d.rec.TS)))
 	s.b.released.forget(d.key)
+	if s.order != nil {
+		s.order.done(d)
+	}
 	return nil
 }
 
@@ -529,6 +572,17 @@ func (s *subscription) stop(ctx context.Context, cause error) error {
 		case <-ctx.Done():
 			s.stopErr = ctx.Err()
 		}
+		if s.order != nil {
+			// It ends with the pull loop, once a ManualAck handler it runs
+			// returned (handlers were cancelled).
+			odone := make(chan struct{})
+			go func() { s.order.wg.Wait(); close(odone) }()
+			select {
+			case <-odone:
+			case <-ctx.Done():
+				s.stopErr = ctx.Err()
+			}
+		}
 		s.mu.Lock()
 		pending := make([]*delivery, 0, len(s.held))
 		for _, d := range s.held {
@@ -542,6 +596,9 @@ func (s *subscription) stop(ctx context.Context, cause error) error {
 			}
 		}
 		s.acks.close()
+		if s.order != nil {
+			s.order.unpin(ctx)
+		}
 		s.unregister()
 		s.h.stopped(cause)
 	})

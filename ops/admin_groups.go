@@ -32,6 +32,8 @@ type adminGroupJSON struct {
 	// every hub retries with its own default (shown is this hub's).
 	Retry        facade.RetryPolicy `json:"retry"`
 	RetryDefault bool               `json:"retryDefault,omitempty"`
+	// OrderBy is "key" for a group ordered by key.
+	OrderBy string `json:"orderBy,omitempty"`
 }
 
 type adminGroupsJSON struct {
@@ -83,7 +85,7 @@ func (h *Handler) adminGroupOf(topic string, gi *inspect.GroupInfo, dead int, at
 	g := adminGroupJSON{
 		Topic: topic, cursorJSON: cursorOf(gi), InFlight: gi.AckPending,
 		DeadLettered: dead, DeadLetteredAtLeast: atLeast,
-		Retry: gi.Retry, RetryDefault: gi.RetryDefault,
+		Retry: gi.Retry, RetryDefault: gi.RetryDefault, OrderBy: gi.OrderBy,
 	}
 	if gi.Paused && gi.PauseRemaining > 0 {
 		g.PauseUntilMs = h.cfg.Now().Add(gi.PauseRemaining).UnixMilli()

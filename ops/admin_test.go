@@ -71,6 +71,7 @@ type adminGroup struct {
 
 	Retry        facade.RetryPolicy `json:"retry"`
 	RetryDefault bool               `json:"retryDefault"`
+	OrderBy      string             `json:"orderBy"`
 }
 
 func (e *env) groupState(t testing.TB, topic, group string) adminGroup {
@@ -111,8 +112,20 @@ func TestAdminGroups(t *testing.T) {
 	if err := sub.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if g := e.groupState(t, "adm.g", "g2"); g.RetryDefault || !g.Retry.Equal(facade.RetryPolicy{BackoffMs: []int64{1000, 60_000}}) {
+	if g := e.groupState(t, "adm.g", "g2"); g.RetryDefault || !g.Retry.Equal(facade.RetryPolicy{BackoffMs: []int64{1000, 60_000}}) || g.OrderBy != "" {
 		t.Errorf("retry of a group created with a list: %+v", g)
+	}
+	// A group ordered by key says so.
+	sub, err = e.bus.Subscribe(ctx, "adm.g", "g3", func(context.Context, facade.Delivery) error { return nil },
+		facade.SubscribeOptions{OrderBy: facade.OrderByKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g := e.groupState(t, "adm.g", "g3"); g.OrderBy != facade.OrderByKey {
+		t.Errorf("order of a group ordered by key: %+v", g)
 	}
 	var all struct{ Groups []adminGroup }
 	e.mustCall(t, "GET", "/admin/groups", &all)

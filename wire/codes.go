@@ -131,7 +131,7 @@ var codes = []CodeInfo{
 	{CodeBadKey, "The key is too long, not UTF-8, or the topic's stream does not capture keys.", 0, true, http.StatusBadRequest},
 	{CodeBadID, "The event id is not acceptable.", 0, true, http.StatusBadRequest},
 	{CodeKeyRequired, "The topic is compacted and the event has no key.", 0, true, http.StatusBadRequest},
-	{CodeConflictingOption, "A SUBSCRIBE option that a group holds for all its members (retry) differs from the group's: subscribe with the group's, or without it.", 0, true, 0},
+	{CodeConflictingOption, "A SUBSCRIBE option that a group holds for all its members (retry, orderBy) differs from the group's: subscribe with the group's, or without it.", 0, true, 0},
 	{CodeWrongLastSeq, "A compare-and-set publish or delete (expected_last_seq) found the key's newest event at another position: the key was written since it was read. Read it again and retry.", 0, true, http.StatusConflict},
 	{CodeTooLarge, "The payload exceeds the store's or the endpoint's maximum.", 0, true, http.StatusRequestEntityTooLarge},
 	{CodeAlreadySubscribed, "This connection already subscribes to this topic and group.", 0, true, 0},

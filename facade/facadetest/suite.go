@@ -42,6 +42,11 @@ func Run(t *testing.T, env Env) {
 		{"RetryPolicyExponential", testRetryExponential, false, false},
 		{"RetryPolicyIsTheGroups", testRetryIsTheGroups, false, false},
 		{"RetryPolicyOnExpiredLease", testRetryExpiredLease, false, false},
+		{"OrderByKeyPerKeyOrderParallelKeys", testOrderByKey, false, false},
+		{"OrderByKeyNackHoldsKey", testOrderByKeyNackHolds, false, false},
+		{"OrderByKeyExpiredLeaseHoldsKey", testOrderByKeyExpiryHolds, false, false},
+		{"OrderByKeyMemberCrashHoldingKey", testOrderByKeyMemberCrash, false, false},
+		{"OrderByIsTheGroups", testOrderByIsTheGroups, false, false},
 		{"OutOfOrderAcksThenRestartOfHub", testOutOfOrderAcks, false, false},
 		{"SetCursorRewindsAndSkips", testSetCursor, env.Features.NoCursors, false},
 		{"GetCursorUnknownGroup", testCursorUnknown, env.Features.NoCursors, false},
@@ -603,6 +608,7 @@ func testBadInput(t *testing.T, env Env) {
 		{"retry list and min", topic, group, facade.SubscribeOptions{Retry: &facade.RetryPolicy{MinBackoffMs: 10, BackoffMs: []int64{10}}}, facade.ErrInvalidOption},
 		{"retry negative", topic, group, facade.SubscribeOptions{Retry: &facade.RetryPolicy{BackoffMs: []int64{100, -1}}}, facade.ErrInvalidOption},
 		{"retry empty list", topic, group, facade.SubscribeOptions{Retry: &facade.RetryPolicy{BackoffMs: []int64{}}}, facade.ErrInvalidOption},
+		{"orderBy unknown", topic, group, facade.SubscribeOptions{OrderBy: "partition"}, facade.ErrInvalidOption},
 		{"retry above a day", topic, group, facade.SubscribeOptions{Retry: &facade.RetryPolicy{MaxBackoffMs: facade.MaxBackoffMs + 1}}, facade.ErrInvalidOption},
 	}
 	for _, tc := range subs {

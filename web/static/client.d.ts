@@ -150,6 +150,13 @@ export interface SubscribeOptions {
    * refused with `conflicting_option`, none follows the group's.
    */
   retry?: RetryPolicy;
+  /**
+   * `"key"`: the group delivers the events of one key to one connection at a
+   * time, in stream order, and different keys in parallel. Set by the member
+   * that creates the group; asking a group created without it is refused with
+   * `conflicting_option`, none follows the group's.
+   */
+  orderBy?: "key";
   /** The group's window across all its members (default: the gateway's, 10 000). */
   groupMaxInFlight?: number;
   /** Delete a new group after it has had no member this long (ms, at least 1000). */
