@@ -142,6 +142,9 @@ func (c Config) Validate() error {
 	if c.RetryBackoff > 0 && c.MaxRetryBackoff > 0 && c.RetryBackoff > c.MaxRetryBackoff {
 		return fmt.Errorf("retryBackoff %v above maxRetryBackoff %v", c.RetryBackoff, c.MaxRetryBackoff)
 	}
+	if err := validPull(c.PullExpiry, c.PullHeartbeat); err != nil {
+		return err
+	}
 	if err := validStorage(c.Storage); err != nil {
 		return err
 	}
@@ -331,4 +334,24 @@ func (c Config) streamConfig(topic string, tc TopicConfig) jetstream.StreamConfi
 		sc.SubjectDeleteMarkerTTL, sc.AllowRollup = tc.DeleteMarkerTTL, true
 	}
 	return sc
+}
+
+// validPull checks pullExpiry and pullHeartbeat against what a pull
+// accepts (at least 1s; 500ms to 30s, at most half the expiry), so that a
+// bad pair is refused when the hub starts, not when a group subscribes.
+func validPull(expiry, heartbeat time.Duration) error {
+	if expiry == 0 && heartbeat == 0 {
+		return nil
+	}
+	if expiry != 0 && expiry < time.Second {
+		return fmt.Errorf("pullExpiry %v: want 1s or more", expiry)
+	}
+	if heartbeat != 0 && (heartbeat < 500*time.Millisecond || heartbeat > 30*time.Second) {
+		return fmt.Errorf("pullHeartbeat %v out of range 500ms..30s", heartbeat)
+	}
+	d := Config{PullExpiry: expiry, PullHeartbeat: heartbeat}.WithDefaults()
+	if d.PullHeartbeat > d.PullExpiry/2 {
+		return fmt.Errorf("pullHeartbeat %v above half of pullExpiry %v", d.PullHeartbeat, d.PullExpiry)
+	}
+	return nil
 }

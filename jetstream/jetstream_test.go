@@ -310,6 +310,11 @@ func TestConfigValidate(t *testing.T) {
 		{"* inside a segment", jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "a.b*"}}}, true},
 		{"empty segment", jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "a..b"}}}, true},
 		{"delete markers", jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "a.*", DeleteMarkerTTL: time.Minute}}}, false},
+		{"pull expiry and heartbeat", jetstream.Config{PullExpiry: 2 * time.Second, PullHeartbeat: time.Second}, false},
+		{"pull expiry below a second", jetstream.Config{PullExpiry: 500 * time.Millisecond}, true},
+		{"pull heartbeat below 500ms", jetstream.Config{PullHeartbeat: 100 * time.Millisecond}, true},
+		{"pull heartbeat above half the expiry", jetstream.Config{PullExpiry: 2 * time.Second, PullHeartbeat: 1500 * time.Millisecond}, true},
+		{"pull heartbeat above half the default expiry", jetstream.Config{PullHeartbeat: 3 * time.Second}, true},
 		{"delete markers below a second", jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "a.*", DeleteMarkerTTL: time.Millisecond}}}, true},
 	}
 	for _, tc := range tests {
