@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,8 +17,41 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventhub/eventhub/gateway"
+	"github.com/eventhub/eventhub/internal/testutil"
+	"github.com/eventhub/eventhub/jetstream"
 	"github.com/eventhub/eventhub/wire"
 )
+
+func TestMain(m *testing.M) {
+	os.Exit(testutil.RunCheckingLeaks(m, 10*time.Second, "eventhub/gateway.", "eventhub/jetstream.", "eventhub/web"))
+}
+
+// serveHub starts an embedded NATS bus and a gateway with the static
+// token behind an httptest.Server, and returns the gateway's ws:// URL.
+func serveHub(t *testing.T, token string) string {
+	t.Helper()
+	bus, err := jetstream.Open(context.Background(), jetstream.OpenConfig{
+		Server: jetstream.ServerConfig{DataDir: t.TempDir(), Port: -1},
+	})
+	if err != nil {
+		t.Fatalf("open bus: %v", err)
+	}
+	t.Cleanup(func() { bus.Close() })
+	gw, err := gateway.New(bus, gateway.Config{Token: token})
+	if err != nil {
+		t.Fatalf("gateway: %v", err)
+	}
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(srv.Close)
+	// Registered last, so run first: sessions end before the server closes.
+	t.Cleanup(func() {
+		if err := gw.Close(); err != nil {
+			t.Errorf("gateway close: %v", err)
+		}
+	})
+	return "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"
+}
 
 // clientPackage is what web/static/package.json says of the package.
 type clientPackage struct {
@@ -161,10 +195,10 @@ func TestClientPackage(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	st := newStack(t, "s3cret")
+	url := serveHub(t, "s3cret")
 	cmd := exec.CommandContext(ctx, node, "example.js")
 	cmd.Dir = proj
-	cmd.Env = append(os.Environ(), "EVENTHUB_URL=ws"+strings.TrimPrefix(st.srv.URL, "http")+"/ws", "EVENTHUB_TOKEN=s3cret")
+	cmd.Env = append(os.Environ(), "EVENTHUB_URL="+url, "EVENTHUB_TOKEN=s3cret")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("node example.js: %v\n%s", err, out)
@@ -179,7 +213,7 @@ func TestClientPackage(t *testing.T) {
 	}
 	cmd = exec.CommandContext(ctx, node, "kv.js")
 	cmd.Dir = proj
-	cmd.Env = append(os.Environ(), "EVENTHUB_URL=ws"+strings.TrimPrefix(st.srv.URL, "http")+"/ws", "EVENTHUB_TOKEN=s3cret")
+	cmd.Env = append(os.Environ(), "EVENTHUB_URL="+url, "EVENTHUB_TOKEN=s3cret")
 	out, err = cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("node kv.js: %v\n%s", err, out)

@@ -1,4 +1,4 @@
-package web_test
+package browser_test
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -346,25 +345,6 @@ func (b *browser) consoleDump() string {
 		fmt.Fprintf(&sb, "\n  %s (%s:%d)", m.String(), m.URL, m.Line+1)
 	}
 	return sb.String()
-}
-
-// repoRoot is the module's root directory (where go.mod is).
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test's directory")
-		}
-		dir = parent
-	}
 }
 
 // jsString quotes s as a JavaScript string literal.

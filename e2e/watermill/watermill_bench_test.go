@@ -1,11 +1,9 @@
-package jetstream_test
+package watermill_test
 
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,72 +25,11 @@ import (
 // embedded server, over in-process connections of its own. Its logger is
 // watermill.NopLogger: the default one prints a line per message received.
 
-// contestant is one path of a three-way comparison.
-type contestant struct {
-	name string
-	run  func(n int)
-}
-
-// compareAll times each contestant for n operations per round, in rounds
-// that rotate which one starts, and reports every rate and each one's ratio
-// to the first (the raw nats.go path). Rounds are short (about 2,000
-// operations each) and many, so that load from other processes falls on
-// every contestant alike. It also reports each one's CPU per operation (the server's share
-// included, all in this process) and the ratio of the first's to each
-// other's ("name/raw-by-cpu", 1 when both cost the same): the figure that
-// other processes' load does not move.
-func compareAll(b *testing.B, unit string, cs ...contestant) {
-	cycle := 2 * len(cs)
-	rounds := max(b.N/2000/cycle, 1) * cycle
-	n := max(b.N/rounds, 1)
-	for _, c := range cs {
-		c.run(min(n, 200)) // warm up (streams, consumers, connections)
-	}
-	d := make([]time.Duration, len(cs))
-	cpu := make([]time.Duration, len(cs))
-	b.ResetTimer()
-	for r := range rounds {
-		for k := range cs {
-			i := (r + k) % len(cs)
-			if r%2 == 1 {
-				i = (r + len(cs) - k) % len(cs)
-			}
-			t0, c0 := time.Now(), processCPU()
-			cs[i].run(n)
-			d[i] += time.Since(t0)
-			cpu[i] += processCPU() - c0
-		}
-	}
-	b.StopTimer()
-	rates := make([]float64, len(cs))
-	for i, c := range cs {
-		rates[i] = float64(n*rounds) / d[i].Seconds()
-		b.ReportMetric(rates[i], c.name+"-"+unit+"/s")
-	}
-	for i, c := range cs[1:] {
-		b.ReportMetric(rates[i+1]/rates[0], c.name+"/"+cs[0].name)
-	}
-	for i, c := range cs {
-		b.ReportMetric(float64(cpu[i].Nanoseconds())/1e3/float64(n*rounds), c.name+"-cpu-µs/"+strings.TrimSuffix(unit, "s"))
-		if i > 0 {
-			b.ReportMetric(float64(cpu[0])/float64(cpu[i]), c.name+"/"+cs[0].name+"-by-cpu")
-		}
-	}
-}
-
-// processCPU is the CPU time this process has used, user and system.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		panic(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// wmEnv is a benchEnv with a Watermill publisher and a plain connection for
-// Watermill's streams.
+// wmEnv is the hub, a raw nats.go JetStream context, a Watermill publisher
+// and a plain connection for Watermill's streams, on one embedded server.
 type wmEnv struct {
-	*benchEnv
+	bus   *jetstream.Bus
+	js    njs.JetStream
 	srvJS njs.JetStream // for the Watermill side's streams and consumers
 	wmPub *wmjs.Publisher
 	wmCfg wmjs.SubscriberConfig
@@ -128,9 +65,10 @@ func newWMEnv(b *testing.B) *wmEnv {
 	}
 	b.Cleanup(func() { _ = pub.Close() })
 	return &wmEnv{
-		benchEnv: &benchEnv{bus: bus, js: js},
-		srvJS:    js,
-		wmPub:    pub,
+		bus:   bus,
+		js:    js,
+		srvJS: js,
+		wmPub: pub,
 		wmCfg: wmjs.SubscriberConfig{
 			Conn:   natstest.InProcessConn(b, srv),
 			Logger: watermill.NopLogger{},

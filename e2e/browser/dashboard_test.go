@@ -1,4 +1,4 @@
-package web_test
+package browser_test
 
 import (
 	"bytes"
@@ -239,7 +239,8 @@ func TestDashboard(t *testing.T) {
 	if _, err := png.Decode(bytes.NewReader(shot)); err != nil {
 		t.Fatalf("screenshot is not a PNG: %v", err)
 	}
-	for _, dir := range []string{t.TempDir(), filepath.Join(repoRoot(t), "artifacts")} {
+	// The project's artifacts/ is two levels above this package's directory.
+	for _, dir := range []string{t.TempDir(), filepath.Join("..", "..", "artifacts")} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
