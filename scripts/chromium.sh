@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Chromium browser that the web/ tests drive with chromedp
-# (Debian package "chromium", with fonts-dejavu-core so that pages and the
-# dashboard screenshot have a font without the recommended packages).
+# Installs the Chromium browser that the browser tests (e2e/browser, in the
+# e2e module) drive with chromedp (Debian package "chromium", with
+# fonts-dejavu-core so that pages and the dashboard screenshot have a font
+# without the recommended packages).
 # Idempotent: does nothing when a Chromium binary is already installed. Set
 # CHROMIUM_BIN to use another binary; the tests read the same variable.
 set -euo pipefail

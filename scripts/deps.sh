@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 ./postgres.sh   # PostgreSQL server binaries: the outbox tests start their own servers
-./chromium.sh   # Chromium: the web tests drive the dashboard in a real browser
+./chromium.sh   # Chromium: e2e/browser drives the dashboard in a real browser
 ./docker.sh   # a static busybox for the compose tests' stand-in images, where a Docker engine runs
 ./node.sh       # node: the gateway's test runs the reference TypeScript clients (committed, built),
                 # the hub's test a nats.js program (nats.js committed under hub/testdata/natsjs);
