@@ -238,7 +238,7 @@ func TestDocsCommands(t *testing.T) {
 	skipBlock("docs/keys.md", "key_prefix=", "hub's TestKeyWatchDocCommand runs it against a hub's gateway port")
 	skipBlock("docs/keys.md", "nats pub -J", "needs the nats CLI")
 	skipBlock("docs/keys.md", "nats stream get", "needs the nats CLI")
-	skipBlock("docs/production.md", "./bench/live/", "the live benchmark takes about half an hour; bench/live's TestLiveBenchShort runs its cases small")
+	skipBlock("docs/production.md", "./livebench/", "the live benchmark takes about half an hour; e2e/livebench's TestLiveBenchShort runs its cases small")
 	// ./scripts/test runs the suite this test is part of.
 	skipLines := map[string]string{"./scripts/test": "the whole suite"}
 

@@ -1,4 +1,4 @@
-package live
+package livebench
 
 import (
 	"context"

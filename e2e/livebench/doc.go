@@ -1,4 +1,4 @@
-// Package live holds the benchmark of live subscriptions: one topic, every
+// Package livebench holds the benchmark of live subscriptions: one topic, every
 // event to every connection, through the hub's WebSocket gateway, through
 // Centrifuge (the Go library behind Centrifugo) and through NATS's own
 // WebSocket listener, side by side in one run. The servers run in the
@@ -14,7 +14,7 @@
 //
 // The whole benchmark (about half an hour on two cores):
 //
-//	go test -run '^$' -bench . -benchtime 1x ./bench/live/
+//	cd e2e && go test -run '^$' -bench . -benchtime 1x ./livebench/
 //
 // TestLiveBenchShort runs its throughput and latency cases once, small.
 //
@@ -23,4 +23,4 @@
 // and nats (for a profile of one contestant with -cpuprofile), and
 // EVENTHUB_LIVEBENCH_WINDOW how many events the throughput runs keep
 // ahead of the slowest connection (default 500).
-package live
+package livebench
