@@ -1,4 +1,4 @@
-package mongo_test
+package outboxmongo_test
 
 import (
 	"context"
