@@ -290,6 +290,30 @@ func TestClientJS(t *testing.T) {
 		}
 	})
 
+	t.Run("ordered by key: a key's next event waits for the one before, other keys go on", func(t *testing.T) {
+		eval[bool](t, b, `(window.ordered = [], c.subscribe("web.client.order", "g-order", e => { ordered.push(e.key + e.payload); },
+			{manualAck: true, from: "earliest", orderBy: "key"}).then(s => (window.osub = s, true)))`)
+		a1 := st.publishJSON(t, "web.client.order", 1, facade.PublishOptions{Key: "a"})
+		st.publishJSON(t, "web.client.order", 2, facade.PublishOptions{Key: "a"})
+		st.publishJSON(t, "web.client.order", 1, facade.PublishOptions{Key: "b"})
+		b.waitJS(t, "a1 and b1", `ordered.length >= 2`)
+		// a2 is held while a1 is unsettled: settling a1 is what lets it go.
+		if got := eval[[]string](t, b, `ordered.slice().sort()`); !slices.Equal(got, []string{"a1", "b1"}) {
+			t.Fatalf("before a1 is acknowledged: %q, want a1 and b1 only", got)
+		}
+		eval[bool](t, b, `osub.ack(`+jsString(a1.ID)+`).then(() => true)`)
+		b.waitJS(t, "a2 after a1's ack", `ordered.includes("a2")`)
+		ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+		defer cancel()
+		g, err := st.bus.Admin().Group(ctx, "web.client.order", "g-order")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.OrderBy != facade.OrderByKey {
+			t.Errorf("the group's orderBy %q, want key", g.OrderBy)
+		}
+	})
+
 	t.Run("manual acknowledgement", func(t *testing.T) {
 		eval[bool](t, b, `(window.manual = [], c.subscribe("web.client.manual", "g-manual", e => { manual.push(e.id); },
 			{manualAck: true, from: "earliest"}).then(s => (window.msub = s, s.manualAck)))`)
