@@ -26,6 +26,7 @@ import (
 	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/gateway"
+	"github.com/eventhub/eventhub/internal/benchcmp"
 	"github.com/eventhub/eventhub/jetstream"
 )
 
@@ -290,9 +291,9 @@ func BenchmarkDelivery(b *testing.B) {
 					for k, run := range []func(*testing.B, string, int, int, int) time.Duration{env.hub, env.raw, env.inProcess} {
 						runtime.GC()
 						stopProfile := profileHub(b, k == 0)
-						cpu0 := cpuTime()
+						cpu0 := benchcmp.ProcessCPU()
 						d := run(b, topic, tc.conns, tc.groups, target)
-						cpu := cpuTime() - cpu0
+						cpu := benchcmp.ProcessCPU() - cpu0
 						stopProfile()
 						if d == 0 {
 							continue
@@ -343,13 +344,6 @@ func profileHub(b *testing.B, hub bool) func() {
 		pprof.StopCPUProfile()
 		f.Close()
 	}
-}
-
-// cpuTime is the process's user + system CPU time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkLatency: publish → handler latency at 5,000 events/s with 128 B

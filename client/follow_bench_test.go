@@ -18,6 +18,7 @@ import (
 
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/gateway"
+	"github.com/eventhub/eventhub/internal/benchcmp"
 )
 
 // BenchmarkFollowDelivered: what the Go client costs per delivered event.
@@ -197,7 +198,7 @@ func followClients(spec followSpec) followResult {
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
-	cpu0 := cpuTime()
+	cpu0 := benchcmp.ProcessCPU()
 	if path := os.Getenv("EVENTHUB_FOLLOW_PROFILE"); path != "" {
 		f, err := os.Create(path)
 		if err != nil {
@@ -215,7 +216,7 @@ func followClients(spec followSpec) followResult {
 	case <-time.After(3 * time.Minute):
 		return followResult{Err: fmt.Sprintf("%d of %d delivered", delivered.Load(), target)}
 	}
-	cpu := cpuTime() - cpu0
+	cpu := benchcmp.ProcessCPU() - cpu0
 	runtime.ReadMemStats(&m1)
 	return followResult{
 		Delivered: target,

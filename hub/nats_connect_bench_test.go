@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/eventhub/eventhub/auth"
 	"github.com/eventhub/eventhub/facade"
 	"github.com/eventhub/eventhub/hub"
+	"github.com/eventhub/eventhub/internal/benchcmp"
 )
 
 // p99 returns the 99th percentile of ds, in milliseconds.
@@ -26,13 +26,6 @@ func p99(ds []time.Duration) float64 {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return float64(s[min(len(s)-1, len(s)*99/100)]) / float64(time.Millisecond)
-}
-
-// cpuTime is the CPU time the process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkNativeConnect measures what a native client's connect costs
@@ -106,7 +99,7 @@ func BenchmarkNativeConnect(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			loops := c.loops
 			per := max(b.N, 20)
-			cpu0 := cpuTime()
+			cpu0 := benchcmp.ProcessCPU()
 			var (
 				mu       sync.Mutex
 				connects []time.Duration
@@ -146,7 +139,7 @@ func BenchmarkNativeConnect(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Millisecond)/float64(loops*per), "cpu-ms/connect")
+			b.ReportMetric(float64(benchcmp.ProcessCPU()-cpu0)/float64(time.Millisecond)/float64(loops*per), "cpu-ms/connect")
 			b.ReportMetric(p99(connects), "connect-p99-ms")
 			b.ReportMetric(float64(failed.Load()), "failed-connects")
 			b.ReportMetric(p99(idle), "pub-idle-p99-ms")

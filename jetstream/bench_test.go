@@ -108,7 +108,7 @@ func benchPublishAsync(b *testing.B, size int) {
 	data := payloadOf(size)
 	ctx := context.Background()
 	compareAll(b, "msgs",
-		contestant{"raw", func(n int) {
+		contestant{Name: "raw", Run: func(n int) {
 			for range n {
 				if _, err := env.js.PublishMsgAsync(&nats.Msg{Subject: "raw.async", Data: data}); err != nil {
 					b.Fatal(err)
@@ -116,7 +116,7 @@ func benchPublishAsync(b *testing.B, size int) {
 			}
 			<-env.js.PublishAsyncComplete()
 		}},
-		contestant{"hub", func(n int) {
+		contestant{Name: "hub", Run: func(n int) {
 			for range n {
 				if _, err := env.bus.PublishAsync(ctx, "bench.async", data, facade.PublishOptions{}); err != nil {
 					b.Fatal(err)
@@ -124,7 +124,7 @@ func benchPublishAsync(b *testing.B, size int) {
 			}
 			<-env.bus.JetStream().PublishAsyncComplete()
 		}},
-		contestant{"raw-envelope", func(n int) {
+		contestant{Name: "raw-envelope", Run: func(n int) {
 			for range n {
 				m := &nats.Msg{Subject: "raw.async", Data: data, Header: nats.Header{
 					jetstream.HeaderID: {facade.NewID()},
@@ -136,7 +136,7 @@ func benchPublishAsync(b *testing.B, size int) {
 			}
 			<-env.js.PublishAsyncComplete()
 		}},
-		contestant{"raw-msgid", func(n int) {
+		contestant{Name: "raw-msgid", Run: func(n int) {
 			for range n {
 				m := &nats.Msg{Subject: "raw.async", Data: data, Header: nats.Header{nats.MsgIdHdr: {facade.NewID()}}}
 				if _, err := env.js.PublishMsgAsync(m); err != nil {

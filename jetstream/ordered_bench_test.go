@@ -93,14 +93,14 @@ func BenchmarkConsumeOrdered(b *testing.B) {
 	b.Run("nowork", func(b *testing.B) {
 		fill(b.N + 200)
 		compareAll(b, "msgs",
-			contestant{"raw", raw},
-			contestant{"hub-1key", hub(topics[1], facade.SubscribeOptions{})},
-			contestant{"ordered-1key", hub(topics[1], ordered)},
-			contestant{"hub-10keys", hub(topics[10], facade.SubscribeOptions{})},
-			contestant{"ordered-10keys", hub(topics[10], ordered)},
-			contestant{"mif1-10keys", hub(topics[10], mif1)},
-			contestant{"hub-1000keys", hub(topics[1000], facade.SubscribeOptions{})},
-			contestant{"ordered-1000keys", hub(topics[1000], ordered)},
+			contestant{Name: "raw", Run: raw},
+			contestant{Name: "hub-1key", Run: hub(topics[1], facade.SubscribeOptions{})},
+			contestant{Name: "ordered-1key", Run: hub(topics[1], ordered)},
+			contestant{Name: "hub-10keys", Run: hub(topics[10], facade.SubscribeOptions{})},
+			contestant{Name: "ordered-10keys", Run: hub(topics[10], ordered)},
+			contestant{Name: "mif1-10keys", Run: hub(topics[10], mif1)},
+			contestant{Name: "hub-1000keys", Run: hub(topics[1000], facade.SubscribeOptions{})},
+			contestant{Name: "ordered-1000keys", Run: hub(topics[1000], ordered)},
 		)
 	})
 	// With 200 µs of work per event, against strict order (maxInFlight 1)
@@ -109,11 +109,11 @@ func BenchmarkConsumeOrdered(b *testing.B) {
 		fill(b.N + 200)
 		work = 200 * time.Microsecond
 		compareAll(b, "msgs",
-			contestant{"mif1-10keys", hub(topics[10], mif1)},
-			contestant{"ordered-1key", hub(topics[1], ordered)},
-			contestant{"ordered-10keys", hub(topics[10], ordered)},
-			contestant{"ordered-1000keys", hub(topics[1000], ordered)},
-			contestant{"hub-10keys", hub(topics[10], facade.SubscribeOptions{})},
+			contestant{Name: "mif1-10keys", Run: hub(topics[10], mif1)},
+			contestant{Name: "ordered-1key", Run: hub(topics[1], ordered)},
+			contestant{Name: "ordered-10keys", Run: hub(topics[10], ordered)},
+			contestant{Name: "ordered-1000keys", Run: hub(topics[1000], ordered)},
+			contestant{Name: "hub-10keys", Run: hub(topics[10], facade.SubscribeOptions{})},
 		)
 	})
 }

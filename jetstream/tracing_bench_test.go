@@ -6,9 +6,7 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
@@ -19,40 +17,6 @@ import (
 	"github.com/eventhub/eventhub/internal/natstest"
 	"github.com/eventhub/eventhub/jetstream"
 )
-
-// cpuTime is the CPU time (user and system) the process used so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// compareCPU is compareAll, also reporting each contestant's CPU time per
-// operation (the whole process's: client, server and exporter) and its
-// ratio to the first's. On a shared machine CPU time is steadier than
-// throughput: other processes' load delays a contestant but does not
-// count.
-func compareCPU(b *testing.B, unit string, cs ...contestant) {
-	cpu := make([]time.Duration, len(cs))
-	ops := make([]int, len(cs))
-	timed := make([]contestant, len(cs))
-	for i, c := range cs {
-		timed[i] = contestant{c.name, func(n int) {
-			t0 := cpuTime()
-			c.run(n)
-			cpu[i] += cpuTime() - t0
-			ops[i] += n
-		}}
-	}
-	compareAll(b, unit, timed...)
-	per := func(i int) float64 { return float64(cpu[i].Microseconds()) / float64(ops[i]) }
-	for i, c := range cs {
-		b.ReportMetric(per(i), c.name+"-cpu-µs/"+unit)
-		if i > 0 {
-			b.ReportMetric(per(i)/per(0), c.name+"/"+cs[0].name+"-cpu")
-		}
-	}
-}
 
 // BenchmarkTracing: publish and consume+ack of 128-byte events through a
 // bus without tracing ("hub") and through one that traces every event
@@ -97,16 +61,16 @@ func BenchmarkTracing(b *testing.B) {
 		}
 	}
 	b.Run("publish", func(b *testing.B) {
-		compareCPU(b, "msgs",
-			contestant{"raw", func(n int) {
+		compareAll(b, "msgs",
+			contestant{Name: "raw", Run: func(n int) {
 				for range n {
 					if _, err := js.Publish(ctx, "raw.sync", data); err != nil {
 						b.Fatal(err)
 					}
 				}
 			}},
-			contestant{"hub", publish(off, "bench.off")},
-			contestant{"traced", publish(on, "bench.on")},
+			contestant{Name: "hub", Run: publish(off, "bench.off")},
+			contestant{Name: "traced", Run: publish(on, "bench.on")},
 		)
 	})
 	b.Run("consume-ack", func(b *testing.B) {
@@ -142,8 +106,8 @@ func BenchmarkTracing(b *testing.B) {
 				_ = sub.Stop(ctx)
 			}
 		}
-		compareCPU(b, "msgs",
-			contestant{"raw", func(n int) {
+		compareAll(b, "msgs",
+			contestant{Name: "raw", Run: func(n int) {
 				round++
 				cons, err := js.CreateConsumer(ctx, "RAW", njs.ConsumerConfig{
 					Durable: fmt.Sprintf("raw%d", round), AckPolicy: njs.AckExplicitPolicy,
@@ -166,8 +130,8 @@ func BenchmarkTracing(b *testing.B) {
 				<-done
 				cc.Stop()
 			}},
-			contestant{"hub", consume(off, "consume.off")},
-			contestant{"traced", consume(on, "consume.on")},
+			contestant{Name: "hub", Run: consume(off, "consume.off")},
+			contestant{Name: "traced", Run: consume(on, "consume.on")},
 		)
 	})
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/eventhub/eventhub/client"
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/benchcmp"
 )
 
 // The client process: TestHelperLiveClients, run by the benchmarks as the
@@ -142,7 +143,7 @@ func runClients(spec clientSpec, out *bufio.Writer, stdin io.Reader) (*clientRes
 	_ = out.Flush()
 	// The client CPU of a run: from ready to the last delivery (or to
 	// the end, when not every event arrived).
-	cpu0 := cpuTime()
+	cpu0 := benchcmp.ProcessCPU()
 	var cpuDone atomic.Int64
 
 	// Report the slowest live connection's count until stdin closes.
@@ -174,7 +175,7 @@ func runClients(spec clientSpec, out *bufio.Writer, stdin io.Reader) (*clientRes
 			}
 			if spec.Events > 0 && !doneSent && low >= int64(spec.Events) {
 				doneSent = true
-				cpuDone.Store(int64(cpuTime() - cpu0))
+				cpuDone.Store(int64(benchcmp.ProcessCPU() - cpu0))
 				fmt.Fprintln(out, "done")
 			}
 			_ = out.Flush()
@@ -185,7 +186,7 @@ func runClients(spec clientSpec, out *bufio.Writer, stdin io.Reader) (*clientRes
 	<-monitored
 	cpu := time.Duration(cpuDone.Load())
 	if cpu == 0 {
-		cpu = cpuTime() - cpu0
+		cpu = benchcmp.ProcessCPU() - cpu0
 	}
 
 	// The result is taken before the connections close: a client with a

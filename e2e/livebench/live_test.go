@@ -14,9 +14,10 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/eventhub/eventhub/internal/benchcmp"
 )
 
 const topic = "live.bench"
@@ -65,12 +66,6 @@ func payload() []byte {
 		p = append(p, 'x')
 	}
 	return append(p, `"}`...)
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // clientProc is the client process of one run.
@@ -229,7 +224,7 @@ func throughputRun(b testing.TB, kind string, conns, events int) (evps, serverUs
 	runtime.GC()
 	w := window()
 	deadline := time.After(3 * time.Minute)
-	cpu0, t0 := cpuTime(), time.Now()
+	cpu0, t0 := benchcmp.ProcessCPU(), time.Now()
 	for i := range events {
 		for int64(i)-cp.low.Load() >= w {
 			select {
@@ -254,7 +249,7 @@ func throughputRun(b testing.TB, kind string, conns, events int) (evps, serverUs
 		b.Fatalf("%s: %d conns: %d of %d deliveries after 3 minutes (%d connections dropped: %s)",
 			kind, conns, r.Delivered, conns*events, r.Dropped, r.FirstErr)
 	}
-	elapsed, cpu := time.Since(t0), cpuTime()-cpu0
+	elapsed, cpu := time.Since(t0), benchcmp.ProcessCPU()-cpu0
 	if err := s.settle(); err != nil {
 		b.Fatalf("%s: publish: %v", kind, err)
 	}

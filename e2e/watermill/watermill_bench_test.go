@@ -85,21 +85,21 @@ func BenchmarkPublish1KiB(b *testing.B) {
 	data := payloadOf(1024)
 	ctx := context.Background()
 	compareAll(b, "msgs",
-		contestant{"raw", func(n int) {
+		contestant{Name: "raw", Run: func(n int) {
 			for range n {
 				if _, err := env.js.PublishMsg(ctx, &nats.Msg{Subject: "raw.sync", Data: data}); err != nil {
 					b.Fatal(err)
 				}
 			}
 		}},
-		contestant{"hub", func(n int) {
+		contestant{Name: "hub", Run: func(n int) {
 			for range n {
 				if _, err := env.bus.Publish(ctx, "bench.sync", data, facade.PublishOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}
 		}},
-		contestant{"watermill", func(n int) {
+		contestant{Name: "watermill", Run: func(n int) {
 			for range n {
 				if err := env.wmPub.Publish("bench", message.NewMessage(watermill.NewUUID(), []byte(data))); err != nil {
 					b.Fatal(err)
@@ -211,7 +211,7 @@ func benchConsumeAck(b *testing.B, size int) {
 		}
 	}
 	compareAll(b, "msgs",
-		contestant{"raw", func(n int) {
+		contestant{Name: "raw", Run: func(n int) {
 			need(n)
 			cons := newConsumer("RAW", "raw.consume")
 			var got atomic.Int64
@@ -229,7 +229,7 @@ func benchConsumeAck(b *testing.B, size int) {
 			waitFloor(uint64(n), consumerFloor(cons))
 			cc.Stop()
 		}},
-		contestant{"hub", func(n int) {
+		contestant{Name: "hub", Run: func(n int) {
 			need(n)
 			round++
 			group := fmt.Sprintf("hub%d", round)
@@ -255,7 +255,7 @@ func benchConsumeAck(b *testing.B, size int) {
 			})
 			_ = unsub.Stop(ctx)
 		}},
-		contestant{"watermill", watermillRun(true)},
-		contestant{"watermill-doubleack", watermillRun(false)},
+		contestant{Name: "watermill", Run: watermillRun(true)},
+		contestant{Name: "watermill-doubleack", Run: watermillRun(false)},
 	)
 }
