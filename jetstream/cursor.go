@@ -84,7 +84,7 @@ func (b *Bus) SetCursor(ctx context.Context, topic, group string, c facade.Curso
 	name := consumerNameFor(group, topic, ti.shared)
 	// A reset request for a consumer that does not exist goes unanswered
 	// until it times out, so look first.
-	cons, err := ti.stream.Consumer(ctx, name)
+	_, err = ti.stream.Consumer(ctx, name)
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
 		var undo func()
@@ -96,7 +96,7 @@ func (b *Bus) SetCursor(ctx context.Context, topic, group string, c facade.Curso
 			undo() // failed, or another member made it first
 		}
 	case err == nil:
-		err = resetGroup(ctx, ti.stream, cons.CachedInfo(), next)
+		err = resetGroup(ctx, ti.stream, name, next)
 	}
 	if err != nil {
 		return fmt.Errorf("set cursor of %s/%s to %d: %w", topic, group, next, translate(err))
@@ -104,29 +104,31 @@ func (b *Bus) SetCursor(ctx context.Context, topic, group string, c facade.Curso
 	return nil
 }
 
-// resetGroup moves the consumer before (its info before the move) to start
-// at stream sequence next, and checks the consumer's answer. nats-server
-// (2.15) sometimes answers a reset with the consumer exactly where it was,
-// its ack floor and delivered sequences unchanged though its pending count
-// is recomputed; seen about once in 300 resets to the first event made
-// right after the group's member stopped, and the position then stays
-// wrong. A second reset has always taken, so an answer unchanged from
-// before (and not already the position asked for) is reset again, a few
-// times.
-func resetGroup(ctx context.Context, s jetstream.Stream, before *jetstream.ConsumerInfo, next uint64) error {
-	at := func(ci *jetstream.ConsumerInfo) bool {
-		return ci.AckFloor.Stream == next-1 && ci.AckFloor.Consumer == 0
+// resetGroup moves consumer name of stream s to start at stream sequence
+// next, and checks the consumer's answer. nats-server (2.15, file storage)
+// keeps a consumer's state in memory and writes it to disk behind; a reset
+// to the stream's first sequence leaves that state all zero, which the
+// store takes for "not read from disk yet", so it reads the file. When the
+// reset's own write of the file was skipped because a write of the earlier
+// state was still under way (as in the moments after a group's last
+// acks), the file holds a position from before the reset, and the
+// consumer reports it and keeps it (its pending count alone is
+// recomputed): a rewound group's cursor would show events acknowledged
+// that are coming again. A reset that took answers at exactly the position
+// asked for, unless something was delivered or acknowledged since, which
+// its answer then timestamps; an answer elsewhere without those times is
+// the earlier state, and the consumer is reset again, a few times.
+func resetGroup(ctx context.Context, s jetstream.Stream, name string, next uint64) error {
+	stale := func(q jetstream.SequenceInfo) bool {
+		return q.Last == nil && (q.Consumer != 0 || q.Stream != next-1)
 	}
 	for attempt := 1; ; attempt++ {
-		r, err := s.ResetConsumerToSequence(ctx, before.Name, next)
+		r, err := s.ResetConsumerToSequence(ctx, name, next)
 		if err != nil {
 			return err
 		}
 		ci := r.ConsumerInfo
-		unmoved := ci != nil && !at(ci) &&
-			ci.AckFloor.Stream == before.AckFloor.Stream && ci.AckFloor.Consumer == before.AckFloor.Consumer &&
-			ci.Delivered.Stream == before.Delivered.Stream && ci.Delivered.Consumer == before.Delivered.Consumer
-		if !unmoved {
+		if ci == nil || !stale(ci.AckFloor) && !stale(ci.Delivered) {
 			return nil
 		}
 		if attempt == 5 {

@@ -278,7 +278,7 @@ func (a *Admin) SeekGroup(ctx context.Context, topic, group string, next uint64)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := ti.stream.ResetConsumerToSequence(ctx, ci.Name, next); err != nil {
+	if err := resetGroup(ctx, ti.stream, ci.Name, next); err != nil {
 		return nil, fmt.Errorf("%w: seek group %s of %s to %d: %w", facade.ErrUnavailable, group, topic, next, err)
 	}
 	return b.reloadGroup(ctx, ti, group, ci.Name)
