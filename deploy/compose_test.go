@@ -276,7 +276,7 @@ func userChecks(t *testing.T, pub, sub hubPorts, topic string) {
 	s, err := c.Subscribe(ctx, topic, "compose-check", func(_ context.Context, d facade.Delivery) error {
 		got <- d.Event().ID
 		return nil
-	}, facade.SubscribeOptions{From: facade.FromEarliest})
+	}, facade.SubscribeOptions{From: facade.FromEarliest, MaxInFlight: 1}) // one at a time: in stream order
 	if err != nil {
 		t.Fatalf("subscribe: %v", err)
 	}
