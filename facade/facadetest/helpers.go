@@ -66,11 +66,17 @@ func (c *collector) handle(_ context.Context, d facade.Delivery) error {
 // next waits for the next delivery.
 func (c *collector) next(t testing.TB) received {
 	t.Helper()
+	return c.nextWithin(t, waitTimeout)
+}
+
+// nextWithin is next, waiting at most d.
+func (c *collector) nextWithin(t testing.TB, d time.Duration) received {
+	t.Helper()
 	select {
 	case r := <-c.ch:
 		return r
-	case <-time.After(waitTimeout):
-		t.Fatal("no delivery within", waitTimeout)
+	case <-time.After(d):
+		t.Fatal("no delivery within", d)
 		return received{}
 	}
 }
