@@ -163,6 +163,11 @@ func (e *docsEnv) run(t *testing.T, limit time.Duration, script string, extraEnv
 	}
 	log, _ := os.ReadFile(filepath.Join(cmd.Dir, "curl.status"))
 	statuses = statusLine.FindAllString(string(log), -1)
+	if err != nil && len(log) > 0 {
+		// curl's own messages go to that log with the statuses.
+		errOut.WriteString("\ncurl (messages and statuses):\n")
+		errOut.Write(log)
+	}
 	return out.String(), errOut.String(), statuses, err
 }
 
