@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventhub/eventhub/facade"
 )
@@ -41,26 +40,7 @@ func BenchmarkConsumeOrdered(b *testing.B) {
 	round := 0
 	raw := func(n int) {
 		round++
-		cons, err := env.js.CreateConsumer(ctx, "RAW", njs.ConsumerConfig{
-			Durable: fmt.Sprintf("rawo%d", round), AckPolicy: njs.AckExplicitPolicy,
-			FilterSubject: "raw.ordered", MaxAckPending: 1000,
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		var got atomic.Int64
-		done := make(chan struct{})
-		cc, err := cons.Consume(func(m njs.Msg) {
-			_ = m.Ack()
-			if got.Add(1) == int64(n) {
-				close(done)
-			}
-		}, njs.PullMaxMessages(100))
-		if err != nil {
-			b.Fatal(err)
-		}
-		<-done
-		cc.Stop()
+		rawConsume(b, env.js, fmt.Sprintf("rawo%d", round), "raw.ordered", n)
 	}
 	var work time.Duration // each hub handler's work
 	hub := func(topic string, o facade.SubscribeOptions) func(n int) {

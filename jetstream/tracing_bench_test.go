@@ -109,26 +109,7 @@ func BenchmarkTracing(b *testing.B) {
 		compareAll(b, "msgs",
 			contestant{Name: "raw", Run: func(n int) {
 				round++
-				cons, err := js.CreateConsumer(ctx, "RAW", njs.ConsumerConfig{
-					Durable: fmt.Sprintf("raw%d", round), AckPolicy: njs.AckExplicitPolicy,
-					FilterSubject: "raw.consume", MaxAckPending: 1000,
-				})
-				if err != nil {
-					b.Fatal(err)
-				}
-				var got atomic.Int64
-				done := make(chan struct{})
-				cc, err := cons.Consume(func(m njs.Msg) {
-					_ = m.Ack()
-					if got.Add(1) == int64(n) {
-						close(done)
-					}
-				}, njs.PullMaxMessages(100))
-				if err != nil {
-					b.Fatal(err)
-				}
-				<-done
-				cc.Stop()
+				rawConsume(b, js, fmt.Sprintf("raw%d", round), "raw.consume", n)
 			}},
 			contestant{Name: "hub", Run: consume(off, "consume.off")},
 			contestant{Name: "traced", Run: consume(on, "consume.on")},
