@@ -225,6 +225,11 @@ func (b *Bus) prepare(ctx context.Context, topic string, payload json.RawMessage
 	if e.Key == "" && ti.compacted {
 		return nil, nil, nil, fmt.Errorf("%w: %s", facade.ErrKeyRequired, topic)
 	}
+	if opts.TTLSeconds > 0 && !ttlAllowed(ti) {
+		if ti, err = b.allowTTL(ctx, ti); err != nil {
+			return nil, nil, nil, err
+		}
+	}
 	retried := mayRetry && replicated(ti)
 	if e.ID == "" && (retried || dedupKey != "" || opts.TS != 0) {
 		e.ID = facade.NewID()
