@@ -49,7 +49,8 @@ type PublishOptions struct {
 	// this many seconds after it was stored: on a compacted topic the key
 	// then has no value, so presence-like state expires without a sweeper.
 	// Subscribers are not told (delete the key to tell them). The topic's
-	// stream must allow per-message TTLs (streams the hub makes do).
+	// stream must allow per-message TTLs (the first such publish turns
+	// them on for the streams the hub makes).
 	TTLSeconds int64 `json:"ttl_seconds,omitempty"`
 }
 

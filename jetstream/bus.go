@@ -37,9 +37,13 @@ type Bus struct {
 	js  jetstream.JetStream
 	// tracer makes the spans of publishes and deliveries; nil: no tracing.
 	tracer trace.Tracer
-	// stallWait makes PublishAsync wait up to RequestTimeout for room in
-	// the window instead of nats.go's 200 ms.
+	// stallWait makes PublishAsync wait for room in the window for the
+	// rest of RequestTimeout after nats.go's own 200 ms (nil: no longer);
+	// see sendAsync.
 	stallWait jetstream.PublishOpt
+	// tsHeader is the header of the latest millisecond's plain publishes
+	// (see timeHeader).
+	tsHeader atomic.Pointer[tsHeader]
 
 	// owned resources, nil when borrowed
 	ownConn bool
@@ -111,7 +115,7 @@ func New(nc *nats.Conn, cfg Config) (*Bus, error) {
 		log:       cfg.Logger,
 		nc:        nc,
 		js:        js,
-		stallWait: jetstream.WithStallWait(cfg.RequestTimeout),
+		stallWait: stallWaitAfterDefault(cfg.RequestTimeout),
 		topics:    make(map[string]*topicInfo),
 		subs:      make(map[*subscription]struct{}),
 		done:      make(chan struct{}),

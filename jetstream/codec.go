@@ -17,15 +17,18 @@ import (
 // Header names of the envelope fields (see docs/nats.md, Interoperability). The payload is
 // the message data; the key is in the subject.
 //
-// Every event the hub publishes carries its id in HeaderID. Publishes that
-// may be made twice also carry it in HeaderMsgID, JetStream's
-// duplicate-detection header: a caller-supplied id (a retry by the caller
-// is the same event), and a publish the hub itself may retry (see
-// [Bus.Publish]). A fresh id the hub made for a publish it will not retry
-// can never be a duplicate, so it skips the server's duplicate tracking,
-// the largest cost of a publish. Readers take the id from HeaderID, then
-// HeaderMsgID (a plain NATS publisher may set either), and otherwise
-// derive it from the stream position.
+// Publishes that may be made twice carry their id in HeaderID and in
+// HeaderMsgID, JetStream's duplicate-detection header: a caller-supplied id
+// (a retry by the caller is the same event), and a publish the hub itself
+// may retry (see [Bus.Publish]). Every other publish gets its id from the
+// hub and carries none: it can never be a duplicate, so it skips the
+// server's duplicate tracking, the largest cost of a publish, and its id
+// is [PosID] of its topic, HeaderTS and stream sequence, which the hub
+// derives from the store's acknowledgement and every reader from the
+// message, so that it costs no header either. Readers take the id from
+// HeaderID, then HeaderMsgID (a plain NATS publisher may set either), then
+// derive it from HeaderTS and the stream position, and otherwise from the
+// stored time and the stream position.
 const (
 	HeaderID        = "Eventhub-Id"
 	HeaderMsgID     = nats.MsgIdHdr // "Nats-Msg-Id"
@@ -37,7 +40,8 @@ const (
 	HeaderCausedBy  = "Eventhub-Caused-By"
 )
 
-// newRecord validates a publish and builds its record.
+// newRecord validates a publish and builds its record, without an id
+// unless the caller chose one.
 func newRecord(topic string, payload json.RawMessage, o *facade.PublishOptions) (*facade.EventRecord, error) {
 	if err := facade.ValidateTopic(topic); err != nil {
 		return nil, err
@@ -56,11 +60,11 @@ func newRecord(topic string, payload json.RawMessage, o *facade.PublishOptions) 
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	id := o.ID
-	if id == "" {
-		id = facade.NewID()
-	} else if err := validID(id); err != nil {
-		return nil, err
+	id := o.ID // "": the publish gives it one (see Bus.prepare)
+	if id != "" {
+		if err := validID(id); err != nil {
+			return nil, err
+		}
 	}
 	ts := o.TS
 	if ts == 0 {
@@ -98,7 +102,8 @@ func payloadHint(p []byte) string {
 
 // toMsg builds the NATS message of a record; idempotent adds the id as
 // HeaderMsgID, so that JetStream stores the event once however often it is
-// sent within the stream's duplicate window.
+// sent within the stream's duplicate window. A record without an id gets
+// none in the message: its id is PosID of the position it is stored at.
 func toMsg(subject string, e *facade.EventRecord, idempotent bool) (*nats.Msg, error) {
 	h := make(nats.Header, 4)
 	// The values of the usual headers share one backing array: a publish
@@ -108,7 +113,9 @@ func toMsg(subject string, e *facade.EventRecord, idempotent bool) (*nats.Msg, e
 		vals = append(vals, v)
 		h[name] = vals[len(vals)-1 : len(vals) : len(vals)] // capped: an Add copies
 	}
-	set(HeaderID, e.ID)
+	if e.ID != "" {
+		set(HeaderID, e.ID)
+	}
 	if idempotent {
 		set(HeaderMsgID, e.ID)
 	}
@@ -137,8 +144,10 @@ func toMsg(subject string, e *facade.EventRecord, idempotent bool) (*nats.Msg, e
 	return &nats.Msg{Subject: subject, Header: h, Data: e.Payload}, nil
 }
 
-// fromMsg decodes a stored message into a record. Messages published by plain
-// NATS clients (no envelope headers) get a synthesised id and the stored time;
+// fromMsg decodes a stored message into a record. A message with a time
+// (HeaderTS) but no id gets PosID (how the hub publishes an id it makes);
+// messages published by plain NATS clients without envelope headers get a
+// synthesised id and the stored time;
 // a non-JSON body becomes a JSON string (base64 for bytes that are not UTF-8,
 // marked by the header "content-transfer-encoding: base64").
 //
@@ -179,7 +188,11 @@ func fromMsg(subject string, h nats.Header, data []byte, seq uint64, stored time
 		}
 	}
 	if e.ID == "" {
-		e.ID = synthID(stored, seq)
+		if e.TS != 0 {
+			e.ID = PosID(topic, e.TS, seq)
+		} else {
+			e.ID = synthID(stored, seq)
+		}
 	}
 	if e.TS == 0 {
 		e.TS = stored.UnixMilli()
@@ -222,6 +235,18 @@ func msgID(h nats.Header) string {
 		return id
 	}
 	return h.Get(HeaderMsgID)
+}
+
+// idOf returns the event id of a stored message as fromMsg reads it.
+func idOf(subject string, h nats.Header, seq uint64, stored time.Time) string {
+	if id := msgID(h); id != "" && validID(id) == nil {
+		return id
+	}
+	if ts, err := strconv.ParseInt(h.Get(HeaderTS), 10, 64); err == nil && ts > 0 {
+		topic, _ := topicKey(subject)
+		return PosID(topic, ts, seq)
+	}
+	return synthID(stored, seq)
 }
 
 func foreignPayload(data []byte, e *facade.EventRecord) json.RawMessage {

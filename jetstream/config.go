@@ -287,9 +287,11 @@ func (c Config) streamConfig(topic string, tc TopicConfig) jetstream.StreamConfi
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
 		AllowDirect: true,
-		// Per-message TTLs (PublishOptions.TTLSeconds); without a TTL
-		// header a message is unaffected.
-		AllowMsgTTL: true,
+		// Per-message TTLs (PublishOptions.TTLSeconds) are turned on by
+		// the first publish that asks for one (see Bus.allowTTL): a
+		// stream that allows them costs the server on every publish.
+		// Delete markers need them.
+		AllowMsgTTL: tc.DeleteMarkerTTL > 0,
 		Description: "eventhub topic " + topic,
 	}
 	if tc.Stream != "" {

@@ -355,13 +355,23 @@ func (b *Bus) msgGet(ctx context.Context, stream string, req msgGetRequest) (uin
 }
 
 // resolveID finds the stream sequence of event id without reading the stream
-// from the start: a synthesised id names its sequence; a uuidv7 names its time,
-// and the search reads only the events stored within Config.IDSkew of it,
-// matching the id each carries (HeaderID, else HeaderMsgID, as fromMsg).
+// from the start: a position id (PosID) or a synthesised id names its
+// sequence, which one read confirms; a uuidv7 names its time, and the
+// search reads only the events stored within Config.IDSkew of it, matching
+// the id each has as fromMsg reads it.
 func (b *Bus) resolveID(ctx context.Context, ti *topicInfo, id string) (uint64, error) {
 	if seq, ok := synthSeq(id); ok {
 		if raw, err := ti.stream.GetMsg(ctx, seq); err == nil {
 			if msgID(raw.Header) == "" && synthID(raw.Time, raw.Sequence) == id {
+				return seq, nil
+			}
+		}
+	}
+	derived := false
+	if seq, ok := posSeq(id); ok {
+		derived = true
+		if raw, err := ti.stream.GetMsg(ctx, seq); err == nil {
+			if idOf(raw.Subject, raw.Header, raw.Sequence, raw.Time) == id {
 				return seq, nil
 			}
 		}
@@ -392,7 +402,8 @@ func (b *Bus) resolveID(ctx context.Context, ti *topicInfo, id string) (uint64, 
 			if err != nil {
 				continue
 			}
-			if msgID(msg.Headers()) == id {
+			if msgID(msg.Headers()) == id ||
+				derived && idOf(msg.Subject(), msg.Headers(), meta.Sequence.Stream, meta.Timestamp) == id {
 				return meta.Sequence.Stream, nil
 			}
 			if meta.Timestamp.After(limit) || meta.NumPending == 0 {

@@ -635,7 +635,7 @@ func TestPlainClientKeys(t *testing.T) {
 	}
 	defer b.Close()
 	pub(t, b, "process.state", `{"status":"alive"}`, "host:name:1234")
-	pub(t, b, "process.state", `{"status":"stale"}`, "host:name:1234")
+	last := pub(t, b, "process.state", `{"status":"stale"}`, "host:name:1234")
 	srvConn := natstest.InProcessConn(t, srv) // a plain client of its own
 	js, err := njs.New(srvConn)
 	if err != nil {
@@ -653,8 +653,10 @@ func TestPlainClientKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(m.Data) != `{"status":"stale"}` || m.Header.Get(jetstream.HeaderID) == "" {
-		t.Fatalf("plain read: %s %v", m.Data, m.Header)
+	// The event's id is derived from its time and position.
+	if string(m.Data) != `{"status":"stale"}` || m.Header.Get(jetstream.HeaderID) != "" ||
+		jetstream.PosID("process.state", last.TS, m.Sequence) != last.ID {
+		t.Fatalf("plain read: %s %v (event %s)", m.Data, m.Header, last.ID)
 	}
 	// The bare direct-get request, as any client can send it.
 	resp, err := srvConn.Request("$JS.API.DIRECT.GET."+name+".process.state._k.host:name:1234", nil, 5*time.Second)

@@ -13,8 +13,10 @@ import (
 )
 
 // TestTTLNeedsStreamThatAllowsIt: the hub's own streams take per-message
-// TTLs; on a stream made without AllowMsgTTL a publish with a TTL is
-// refused with a specific bad_request, and nothing is stored.
+// TTLs, turned on by the first publish with one (a stream that allows them
+// costs every publish); on a stream made outside the hub without
+// AllowMsgTTL a publish with a TTL is refused with a specific bad_request,
+// and nothing is stored.
 func TestTTLNeedsStreamThatAllowsIt(t *testing.T) {
 	b, nc := newBus(t, jetstream.Config{})
 	js, err := njs.New(nc)
@@ -35,8 +37,34 @@ func TestTTLNeedsStreamThatAllowsIt(t *testing.T) {
 	if n := s.CachedInfo().State.Msgs; n != 0 {
 		t.Fatalf("the refused publish stored %d messages", n)
 	}
-	if _, err := b.Publish(t.Context(), "hub.ttl", json.RawMessage(`1`), facade.PublishOptions{Key: "k", TTLSeconds: 5}); err != nil {
+	allows := func() bool {
+		t.Helper()
+		ti, err := b.LookupTopic(t.Context(), "hub.ttl")
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := ti.Stream.Info(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Config.AllowMsgTTL
+	}
+	pub(t, b, "hub.ttl", `0`, "k")
+	if allows() {
+		t.Fatal("the hub made its stream with per-message TTLs before any publish asked for one")
+	}
+	f, err := b.PublishAsync(t.Context(), "hub.ttl", json.RawMessage(`1`), facade.PublishOptions{Key: "k", TTLSeconds: 5})
+	if err != nil {
 		t.Fatalf("ttl on the hub's own stream: %v", err)
+	}
+	if _, err := f.Wait(t.Context()); err != nil {
+		t.Fatalf("ttl on the hub's own stream: %v", err)
+	}
+	if !allows() {
+		t.Fatal("a publish with a TTL stored on the hub's own stream without per-message TTLs")
+	}
+	if _, err := b.Publish(t.Context(), "hub.ttl", json.RawMessage(`2`), facade.PublishOptions{Key: "k", TTLSeconds: 5}); err != nil {
+		t.Fatalf("second ttl publish: %v", err)
 	}
 }
 
@@ -77,5 +105,18 @@ func TestDeclareTopicDeleteMarkers(t *testing.T) {
 	}
 	if ttl, _ := markers(); ttl != 2*time.Second {
 		t.Fatalf("a declaration without deleteMarkerTTL changed the markers to %v", ttl)
+	}
+}
+
+// TestTTLOnFamilyStream: a configured family stream is the hub's too: the
+// first publish with a TTL to one of its topics turns TTLs on for it.
+func TestTTLOnFamilyStream(t *testing.T) {
+	b, _ := newBus(t, jetstream.Config{Topics: []jetstream.TopicConfig{{Pattern: "famttl.*", Stream: "FAMTTL"}}})
+	pub(t, b, "famttl.a", `0`, "")
+	if _, err := b.Publish(t.Context(), "famttl.b", json.RawMessage(`1`), facade.PublishOptions{TTLSeconds: 5}); err != nil {
+		t.Fatalf("ttl on a family stream: %v", err)
+	}
+	if _, err := b.Publish(t.Context(), "famttl.a", json.RawMessage(`1`), facade.PublishOptions{TTLSeconds: 5}); err != nil {
+		t.Fatalf("ttl on another topic of the family: %v", err)
 	}
 }

@@ -26,8 +26,9 @@ import (
 // a replicated stream, whose id the hub made: the hub retries it while the
 // stream elects a leader (see publishMsg), and a retry is matched only
 // against an earlier copy that carried Nats-Msg-Id, the first attempt
-// included. A hub-made id on a single-replica stream travels in the hub's
-// own id header only: nothing can send it twice.
+// included. Any other publish (a hub-made id on a single-replica stream)
+// cannot be sent twice: it carries no id, and its id is [PosID] of the
+// sequence the store acknowledges (see toMsg).
 func (b *Bus) Publish(ctx context.Context, topic string, payload json.RawMessage, opts facade.PublishOptions) (*facade.EventRecord, error) {
 	return b.publish(ctx, topic, payload, opts, "")
 }
@@ -45,25 +46,23 @@ func (b *Bus) PublishDerived(ctx context.Context, topic string, payload json.Raw
 
 // publish is Publish, with dedupKey (when not empty) as Nats-Msg-Id.
 func (b *Bus) publish(ctx context.Context, topic string, payload json.RawMessage, opts facade.PublishOptions, dedupKey string) (*facade.EventRecord, error) {
-	e, msg, ti, err := b.prepare(ctx, topic, payload, &opts, true)
+	e, msg, ti, err := b.prepare(ctx, topic, payload, &opts, true, dedupKey)
 	if err != nil {
 		return nil, err
-	}
-	if dedupKey != "" {
-		msg.Header[HeaderMsgID] = []string{dedupKey}
 	}
 	span := b.startPublish(ctx, e, msg)
 	ack, err := b.publishMsg(ctx, ti, msg)
 	if err != nil {
-		endPublish(span, 0, err)
+		endPublish(span, nil, err)
 		return nil, fmt.Errorf("publish %s: %w", topic, translate(err))
 	}
-	endPublish(span, ack.Sequence, nil)
 	if ack.Duplicate {
-		return b.stored(ctx, ti, ack.Sequence, e), nil
+		e = b.stored(ctx, ti, ack.Sequence, e)
+	} else {
+		settle(e, ack.Sequence)
+		ti.obs.Published()
 	}
-	e.Seq = ack.Sequence
-	ti.obs.Published()
+	endPublish(span, e, nil)
 	return e, nil
 }
 
@@ -173,6 +172,16 @@ func timedOut(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 }
 
+// settle completes the record of a publish the store acknowledged at seq:
+// its position and, when the hub made no id for it, the id derived from
+// that position.
+func settle(e *facade.EventRecord, seq uint64) {
+	e.Seq = seq
+	if e.ID == "" {
+		e.ID = PosID(e.Topic, e.TS, seq)
+	}
+}
+
 // stored answers a publish that JetStream found to be a duplicate (same id
 // within the duplicate window): the event as it was first stored, with its
 // position and time. Should the lookup fail, e with the stored position.
@@ -182,16 +191,20 @@ func (b *Bus) stored(ctx context.Context, ti *topicInfo, seq uint64, e *facade.E
 	raw, err := ti.stream.GetMsg(ctx, seq)
 	if err != nil {
 		b.log.Debug("duplicate publish: stored event not readable", "topic", ti.topic, "seq", seq, "err", err)
-		e.Seq = seq
+		settle(e, seq)
 		return e
 	}
 	return fromMsg(raw.Subject, raw.Header, raw.Data, raw.Sequence, raw.Time)
 }
 
 // prepare validates a publish and builds its message. The message carries
-// Nats-Msg-Id when the caller supplied the id, or when mayRetry (the hub
-// retries timeouts of this publish) and the stream is replicated.
-func (b *Bus) prepare(ctx context.Context, topic string, payload json.RawMessage, opts *facade.PublishOptions, mayRetry bool) (*facade.EventRecord, *nats.Msg, *topicInfo, error) {
+// Nats-Msg-Id when the caller supplied the id (the id), when dedupKey is
+// set (dedupKey), or when mayRetry (the hub retries timeouts of this
+// publish) and the stream is replicated (a fresh uuidv7, the event's id).
+// Otherwise, unless the caller set the time, the record gets no id until
+// the store acknowledges it (see settle) and the message carries only the
+// time.
+func (b *Bus) prepare(ctx context.Context, topic string, payload json.RawMessage, opts *facade.PublishOptions, mayRetry bool, dedupKey string) (*facade.EventRecord, *nats.Msg, *topicInfo, error) {
 	if b.isClosed() {
 		return nil, nil, nil, facade.ErrClosed
 	}
@@ -212,9 +225,25 @@ func (b *Bus) prepare(ctx context.Context, topic string, payload json.RawMessage
 	if e.Key == "" && ti.compacted {
 		return nil, nil, nil, fmt.Errorf("%w: %s", facade.ErrKeyRequired, topic)
 	}
-	msg, err := toMsg(subjectFor(topic, e.Key), e, opts.ID != "" || mayRetry && replicated(ti))
+	if opts.TTLSeconds > 0 && !ttlAllowed(ti) {
+		if ti, err = b.allowTTL(ctx, ti); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	retried := mayRetry && replicated(ti)
+	if e.ID == "" && (retried || dedupKey != "" || opts.TS != 0) {
+		e.ID = facade.NewID()
+	}
+	if e.ID == "" && b.tracer == nil && opts.ExpectedLastSeq == nil && opts.TTLSeconds == 0 && onlyTime(e) {
+		// The commonest publish: its message is its time alone.
+		return e, &nats.Msg{Subject: subjectFor(topic, e.Key), Header: b.timeHeader(e.TS), Data: e.Payload}, ti, nil
+	}
+	msg, err := toMsg(subjectFor(topic, e.Key), e, opts.ID != "" || retried)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if dedupKey != "" {
+		msg.Header[HeaderMsgID] = []string{dedupKey}
 	}
 	if opts.ExpectedLastSeq != nil {
 		msg.Header[jetstream.ExpectedLastSubjSeqHeader] = []string{strconv.FormatUint(*opts.ExpectedLastSeq, 10)}
@@ -229,20 +258,71 @@ func (b *Bus) prepare(ctx context.Context, topic string, payload json.RawMessage
 // Config.PublishAsyncMaxPending publishes are unacknowledged, for up to
 // Config.RequestTimeout (then ErrUnavailable). The hub does not retry an
 // asynchronous publish: it is idempotent only with an id of the caller's
-// (opts.ID), which it sends as Nats-Msg-Id.
+// (opts.ID), which it sends as Nats-Msg-Id. Without one, the event's id is
+// [PosID] of the sequence the store acknowledges.
 func (b *Bus) PublishAsync(ctx context.Context, topic string, payload json.RawMessage, opts facade.PublishOptions) (facade.PublishFuture, error) {
-	e, msg, ti, err := b.prepare(ctx, topic, payload, &opts, false)
+	e, msg, ti, err := b.prepare(ctx, topic, payload, &opts, false, "")
 	if err != nil {
 		return nil, err
 	}
 	span := b.startPublish(ctx, e, msg)
-	f, err := b.js.PublishMsgAsync(msg, b.stallWait)
+	f, err := b.sendAsync(msg)
 	if err != nil {
-		endPublish(span, 0, err)
+		endPublish(span, nil, err)
 		return nil, fmt.Errorf("publish %s: %w", topic, translate(err))
 	}
 	ti.obs.Published()
 	return &future{b: b, ti: ti, e: e, f: f, span: span}, nil
+}
+
+// natsStallWait is how long nats.go's PublishMsgAsync waits for room in
+// its window of unacknowledged publishes when given no option.
+const natsStallWait = 200 * time.Millisecond
+
+// stallWaitAfterDefault is the option that makes a publish wait for room
+// in the window for the rest of timeout after nats.go's own wait; nil when
+// timeout is no longer than that.
+func stallWaitAfterDefault(timeout time.Duration) jetstream.PublishOpt {
+	if timeout <= natsStallWait {
+		return nil
+	}
+	return jetstream.WithStallWait(timeout - natsStallWait)
+}
+
+// sendAsync sends msg as nats.go's PublishMsgAsync does without options
+// (an option costs an allocation and a pass over every option on each
+// publish); when the window stayed full for nats.go's wait, which sends
+// nothing, it waits again for the rest of Config.RequestTimeout.
+func (b *Bus) sendAsync(msg *nats.Msg) (jetstream.PubAckFuture, error) {
+	f, err := b.js.PublishMsgAsync(msg)
+	if errors.Is(err, jetstream.ErrTooManyStalledMsgs) && b.stallWait != nil {
+		f, err = b.js.PublishMsgAsync(msg, b.stallWait)
+	}
+	return f, err
+}
+
+// onlyTime reports whether the message of e, which has no id, carries
+// nothing but its time.
+func onlyTime(e *facade.EventRecord) bool {
+	return e.SID == "" && e.Partition == nil && len(e.Headers) == 0 && len(e.Tags) == 0 && len(e.CausedBy) == 0
+}
+
+// tsHeader is the header of the plain publishes of one millisecond.
+type tsHeader struct {
+	ms int64
+	h  nats.Header
+}
+
+// timeHeader returns the header of a message that carries only its time,
+// ms: one per millisecond, shared by the publishes within it (nats.go
+// only reads a message's header; the hub adds nothing to these).
+func (b *Bus) timeHeader(ms int64) nats.Header {
+	if t := b.tsHeader.Load(); t != nil && t.ms == ms {
+		return t.h
+	}
+	t := &tsHeader{ms: ms, h: nats.Header{HeaderTS: {strconv.FormatInt(ms, 10)}}}
+	b.tsHeader.Store(t)
+	return t.h
 }
 
 // waitConnected returns at once while the connection is up. While it is
@@ -300,7 +380,7 @@ func (f *future) Wait(ctx context.Context) (*facade.EventRecord, error) {
 		if ack.Duplicate {
 			f.e = f.b.stored(ctx, f.ti, ack.Sequence, f.e)
 		} else {
-			f.e.Seq = ack.Sequence
+			settle(f.e, ack.Sequence)
 		}
 	case err := <-f.f.Err():
 		f.err = fmt.Errorf("publish %s: %w", f.e.Topic, translate(err))
@@ -308,7 +388,7 @@ func (f *future) Wait(ctx context.Context) (*facade.EventRecord, error) {
 		return nil, ctx.Err()
 	}
 	f.done = true
-	endPublish(f.span, f.e.Seq, f.err)
+	endPublish(f.span, f.e, f.err)
 	if f.err != nil {
 		return nil, f.err
 	}

@@ -3,7 +3,9 @@ package jetstream_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
@@ -27,20 +29,31 @@ func storedHeaders(t *testing.T, b *jetstream.Bus, topic string, seq uint64) nat
 	return raw.Header
 }
 
-// TestPublishIDHeaders: on a single-replica stream, an id the hub makes
-// travels in Eventhub-Id only (nothing can send it twice), while an id the
-// caller supplies travels in Nats-Msg-Id too, so that a repeat of it, sync
-// or async, is stored once and answered with the stored event.
+// TestPublishIDHeaders: on a single-replica stream, an event whose id the
+// hub makes carries no id at all (nothing can send it twice): only its time
+// in Eventhub-Ts, and its id is the position id of its topic, time and
+// sequence. An id the caller supplies travels in Eventhub-Id and
+// Nats-Msg-Id, so that a repeat of it, sync or async, is stored once and
+// answered with the stored event.
 func TestPublishIDHeaders(t *testing.T) {
 	b, _ := newBus(t, jetstream.Config{})
 	ctx := t.Context()
 	const topic = "hdr.t"
 
-	e := pub(t, b, topic, `{"n":1}`, "")
-	h := storedHeaders(t, b, topic, e.Seq)
-	if h.Get(jetstream.HeaderID) != e.ID || h.Get(jetstream.HeaderMsgID) != "" {
-		t.Fatalf("sync publish, hub-made id %s: headers %v, want the id in %s only", e.ID, h, jetstream.HeaderID)
+	positioned := func(what string, e *facade.EventRecord) {
+		t.Helper()
+		h := storedHeaders(t, b, topic, e.Seq)
+		if h.Get(jetstream.HeaderID) != "" || h.Get(jetstream.HeaderMsgID) != "" || h.Get(jetstream.HeaderTS) != strconv.FormatInt(e.TS, 10) {
+			t.Fatalf("%s, hub-made id %s: headers %v, want %s only", what, e.ID, h, jetstream.HeaderTS)
+		}
+		if e.ID != jetstream.PosID(topic, e.TS, e.Seq) {
+			t.Fatalf("%s: id %s, want the position id %s", what, e.ID, jetstream.PosID(topic, e.TS, e.Seq))
+		}
+		if at, ok := facade.IDTime(e.ID); !ok || at.UnixMilli() != e.TS {
+			t.Fatalf("%s: id %s is not a uuidv7 of the event's time %d", what, e.ID, e.TS)
+		}
 	}
+	positioned("sync publish", pub(t, b, topic, `{"n":1}`, ""))
 	f, err := b.PublishAsync(ctx, topic, json.RawMessage(`{"n":2}`), facade.PublishOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -49,9 +62,16 @@ func TestPublishIDHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h = storedHeaders(t, b, topic, ea.Seq)
-	if h.Get(jetstream.HeaderID) != ea.ID || h.Get(jetstream.HeaderMsgID) != "" {
-		t.Fatalf("async publish, hub-made id %s: headers %v, want the id in %s only", ea.ID, h, jetstream.HeaderID)
+	positioned("async publish", ea)
+
+	// A time of the caller's: the event carries a uuidv7 of the hub's, in
+	// Eventhub-Id only.
+	et, err := b.Publish(ctx, topic, json.RawMessage(`{"n":3}`), facade.PublishOptions{TS: 1_700_000_000_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := storedHeaders(t, b, topic, et.Seq); h.Get(jetstream.HeaderID) != et.ID || h.Get(jetstream.HeaderMsgID) != "" || h.Get(jetstream.HeaderTS) != "1700000000000" {
+		t.Fatalf("publish with a time of the caller's, hub-made id %s: headers %v, want the id in %s only", et.ID, h, jetstream.HeaderID)
 	}
 
 	for _, async := range []bool{false, true} {
@@ -97,8 +117,85 @@ func TestPublishIDHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.State.Msgs != 4 {
-		t.Fatalf("%d messages stored, want 4 (each repeat stored once)", info.State.Msgs)
+	if info.State.Msgs != 5 {
+		t.Fatalf("%d messages stored, want 5 (each repeat stored once)", info.State.Msgs)
+	}
+}
+
+// TestPositionIDsReadBack: the record a publish without an id answers is
+// the one every reader gets for that event (a group, a follower, a read by
+// sequence, the latest by key), sync and async, keyed or not; a lookup by
+// its id finds it; and two topics that store an event at the same sequence
+// in the same millisecond give them different ids.
+func TestPositionIDsReadBack(t *testing.T) {
+	b, _ := newBus(t, jetstream.Config{})
+	ctx := t.Context()
+	const topic = "pos.t"
+	var sent []*facade.EventRecord
+	for i := range 6 {
+		o := facade.PublishOptions{}
+		if i%3 == 2 {
+			o.Key = "k" + strconv.Itoa(i)
+		}
+		payload := json.RawMessage(`{"n":` + strconv.Itoa(i) + `}`)
+		if i%2 == 0 {
+			e, err := b.Publish(ctx, topic, payload, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent = append(sent, e)
+			continue
+		}
+		f, err := b.PublishAsync(ctx, topic, payload, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := f.Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, e)
+	}
+	got := make(chan *facade.EventRecord, len(sent))
+	unsub, err := b.Subscribe(ctx, topic, "readers", func(_ context.Context, d facade.Delivery) error {
+		got <- d.Event()
+		return nil
+	}, facade.SubscribeOptions{From: facade.FromEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unsub.Stop(context.WithoutCancel(ctx))
+	delivered := map[uint64]*facade.EventRecord{}
+	for range sent {
+		select {
+		case d := <-got:
+			delivered[d.Seq] = d
+		case <-time.After(10 * time.Second):
+			t.Fatal("no delivery")
+		}
+	}
+	for _, e := range sent {
+		d := delivered[e.Seq]
+		if d == nil {
+			t.Fatalf("event %s at %d not delivered", e.ID, e.Seq)
+		}
+		if d.ID != e.ID || d.TS != e.TS || d.Seq != e.Seq || d.Key != e.Key {
+			t.Fatalf("published %s ts %d seq %d key %q; delivered %s ts %d seq %d key %q", e.ID, e.TS, e.Seq, e.Key, d.ID, d.TS, d.Seq, d.Key)
+		}
+		seq, err := b.SeqOfID(ctx, topic, e.ID)
+		if err != nil || seq != e.Seq {
+			t.Fatalf("SeqOfID(%s) = %d, %v; want %d", e.ID, seq, err, e.Seq)
+		}
+		if e.Key != "" {
+			m, err := b.LatestByKey(ctx, topic, []string{e.Key})
+			if l := m[e.Key]; err != nil || l == nil || l.ID != e.ID || l.TS != e.TS {
+				t.Fatalf("latest of %q: %+v, %v; want id %s ts %d", e.Key, m, err, e.ID, e.TS)
+			}
+		}
+	}
+	// The same sequence and millisecond in two topics: two ids.
+	if a, c := jetstream.PosID("pos.a", 1_700_000_000_000, 7), jetstream.PosID("pos.b", 1_700_000_000_000, 7); a == c {
+		t.Fatalf("two topics share the position id %s", a)
 	}
 }
 
@@ -124,6 +221,8 @@ func TestIDLookupFindsEitherHeader(t *testing.T) {
 		return ack.Sequence
 	}
 	idMsg, idOwn, idBoth := facade.NewID(), facade.NewID(), facade.NewID()
+	const ts = 1_700_000_000_000
+	tsOnly := plain(nats.Header{jetstream.HeaderTS: {strconv.Itoa(ts)}})
 	cases := []struct {
 		name string
 		id   string
@@ -133,6 +232,7 @@ func TestIDLookupFindsEitherHeader(t *testing.T) {
 		{"plain Nats-Msg-Id", idMsg, plain(nats.Header{jetstream.HeaderMsgID: {idMsg}})},
 		{"plain Eventhub-Id", idOwn, plain(nats.Header{jetstream.HeaderID: {idOwn}})},
 		{"both headers", idBoth, plain(nats.Header{jetstream.HeaderID: {idBoth}, jetstream.HeaderMsgID: {idBoth}})},
+		{"plain Eventhub-Ts only", jetstream.PosID(topic, ts, tsOnly), tsOnly},
 	}
 	pub(t, b, topic, `{"after":true}`, "")
 	for _, tc := range cases {

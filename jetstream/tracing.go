@@ -49,7 +49,10 @@ func (b *Bus) startPublish(ctx context.Context, e *facade.EventRecord, msg *nats
 		return nil
 	}
 	attrs := []attribute.KeyValue{attrSystem, attrSend, attrPublish,
-		keyDestination.String(e.Topic), keyMessageID.String(e.ID), keyBodySize.Int(len(e.Payload))}
+		keyDestination.String(e.Topic), keyBodySize.Int(len(e.Payload))}
+	if e.ID != "" { // else known once stored (see endPublish)
+		attrs = append(attrs, keyMessageID.String(e.ID))
+	}
 	if e.Key != "" {
 		attrs = append(attrs, keyKey.String(e.Key))
 	}
@@ -78,9 +81,10 @@ func traceFrom(h nats.Header) *facade.TraceContext {
 	return &facade.TraceContext{Traceparent: tp, Tracestate: h.Get(HeaderTracestate)}
 }
 
-// endPublish ends a publish span (nil: nothing), with the stored position
-// or the error.
-func endPublish(span trace.Span, seq uint64, err error) {
+// endPublish ends a publish span (nil: nothing), with the stored event e
+// (its position, and its id when the store's position made it) or the
+// error.
+func endPublish(span trace.Span, e *facade.EventRecord, err error) {
 	if span == nil {
 		return
 	}
@@ -88,7 +92,7 @@ func endPublish(span trace.Span, seq uint64, err error) {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	} else {
-		span.SetAttributes(keySeq.Int64(int64(seq)))
+		span.SetAttributes(keySeq.Int64(int64(e.Seq)), keyMessageID.String(e.ID))
 	}
 	span.End()
 }

@@ -65,6 +65,8 @@ type NativeMsg struct {
 	Data    []byte
 	// Header holds the message's headers, keys as stored.
 	Header map[string][]string
+	// Seq is the message's stream sequence.
+	Seq uint64
 }
 
 // Get returns the first value of header key, or "".

@@ -3,10 +3,13 @@ package facadetest
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -752,10 +755,22 @@ func testInteropOut(t *testing.T, env Env) {
 	}
 	// The event id is in the hub's id header; Nats-Msg-Id, where present,
 	// carries the same id (a caller's id, or a publish the hub may retry).
-	if string(msg.Data) != `{"hello":"nats"}` || msg.Get("Eventhub-Id") != e.ID || msg.Get("Eventhub-Ts") != fmt.Sprint(e.TS) ||
+	// An event without either (an id the hub made for a publish that
+	// cannot be sent twice) has the position id of its topic, Eventhub-Ts
+	// and stream sequence, which a plain consumer derives as docs/nats.md
+	// describes.
+	id := msg.Get("Eventhub-Id")
+	if id == "" && msg.Get("Nats-Msg-Id") == "" {
+		ts, err := strconv.ParseInt(msg.Get("Eventhub-Ts"), 10, 64)
+		if err != nil {
+			t.Fatalf("plain consumer saw headers %v: no id and no time", msg.Header)
+		}
+		id = positionID(topic, ts, msg.Seq)
+	}
+	if string(msg.Data) != `{"hello":"nats"}` || id != e.ID || msg.Get("Eventhub-Ts") != fmt.Sprint(e.TS) ||
 		(msg.Get("Nats-Msg-Id") != "" && msg.Get("Nats-Msg-Id") != e.ID) ||
 		msg.Subject != topic+"._k.k:1" || msg.Get("Eventhub-Tags") != `["t"]` {
-		t.Fatalf("plain consumer saw subject %s data %s headers %v", msg.Subject, msg.Data, msg.Header)
+		t.Fatalf("plain consumer saw subject %s data %s headers %v (id %s), event %s", msg.Subject, msg.Data, msg.Header, id, e.ID)
 	}
 	// An id of the caller's is JetStream's idempotency key too.
 	own := publish(t, b, topic, `{"hello":"again"}`, facade.PublishOptions{Key: "k:2", ID: "interop-" + e.ID})
@@ -766,6 +781,25 @@ func testInteropOut(t *testing.T, env Env) {
 	if msg.Get("Eventhub-Id") != own.ID || msg.Get("Nats-Msg-Id") != own.ID {
 		t.Fatalf("plain consumer saw headers %v for an event with the caller's id %s", msg.Header, own.ID)
 	}
+}
+
+// positionID derives the id of an event stored without one, as
+// docs/nats.md (Interoperability) tells a plain consumer to: a uuidv7 of
+// the event's ts whose rand_a field is 0xC followed by the top 8 bits of a
+// 30-bit FNV-1a hash of the topic, and whose rand_b field is the other 22
+// bits of the hash followed by the low 40 bits of the stream sequence.
+func positionID(topic string, ts int64, seq uint64) string {
+	h := uint32(2166136261)
+	for i := 0; i < len(topic); i++ {
+		h ^= uint32(topic[i])
+		h *= 16777619
+	}
+	h &= 1<<30 - 1
+	var u [16]byte
+	binary.BigEndian.PutUint64(u[0:8], uint64(ts)<<16|0x7<<12|0xC<<8|uint64(h>>22))
+	binary.BigEndian.PutUint64(u[8:16], 0x2<<62|uint64(h&(1<<22-1))<<40|seq&(1<<40-1))
+	x := hex.EncodeToString(u[:])
+	return x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
 }
 
 func testRestart(t *testing.T, env Env) {

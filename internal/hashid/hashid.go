@@ -2,7 +2,8 @@
 // that the same input always gives the same result and a repeated publish is
 // deduplicated by the stream's duplicate window. One derivation for each:
 // the Nats-Msg-Id of dead letters and redriven dead letters (V8), the ids of
-// compaction snapshots (V7) and of events stored without one (V7Seq).
+// compaction snapshots (V7), of events stored without one (V7Seq) and of
+// events stored with a time but no id (V7Pos).
 package hashid
 
 import (
@@ -55,6 +56,40 @@ func SeqOfV7(id string, marker uint16) (uint64, bool) {
 	}
 	v := binary.BigEndian.Uint64(u[8:]) & (1<<62 - 1)
 	return v, v > 0
+}
+
+// V7Pos returns a uuidv7 whose timestamp is ms, whose 12-bit rand_a field
+// is marker (4 bits) followed by the top 8 bits of tag (30 bits), and whose
+// 62-bit rand_b field is the other 22 bits of tag followed by the low 40
+// bits of seq; [PosOfV7] reads tag and those bits of seq back when the
+// marker matches. It is a pure function.
+func V7Pos(ms int64, marker uint8, tag uint32, seq uint64) string {
+	var rest [10]byte
+	rest[0] = marker & 0x0f
+	rest[1] = byte(tag >> 22)
+	binary.BigEndian.PutUint64(rest[2:], uint64(tag&(1<<22-1))<<40|seq&(1<<40-1))
+	return v7(ms, rest)
+}
+
+// PosOfV7 returns the tag and the low 40 bits of the sequence of an id
+// made by [V7Pos] with marker, and false when id is not one.
+func PosOfV7(id string, marker uint8) (tag uint32, seq uint64, ok bool) {
+	u, err := uuid.Parse(id)
+	if err != nil || u.Version() != 7 || u[6]&0x0f != marker&0x0f {
+		return 0, 0, false
+	}
+	v := binary.BigEndian.Uint64(u[8:]) & (1<<62 - 1)
+	return uint32(u[7])<<22 | uint32(v>>40), v & (1<<40 - 1), true
+}
+
+// Tag30 returns a 30-bit FNV-1a hash of s, the tag [V7Pos] takes.
+func Tag30(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h & (1<<30 - 1)
 }
 
 // v7 lays out a uuidv7: 48-bit ms timestamp, then rest with the version

@@ -56,6 +56,10 @@ func (n native) Follow(t testing.TB, topic string) func() (facadetest.NativeMsg,
 		if err != nil {
 			return facadetest.NativeMsg{}, err
 		}
-		return facadetest.NativeMsg{Subject: msg.Subject(), Data: msg.Data(), Header: msg.Headers()}, nil
+		meta, err := msg.Metadata()
+		if err != nil {
+			return facadetest.NativeMsg{}, err
+		}
+		return facadetest.NativeMsg{Subject: msg.Subject(), Data: msg.Data(), Header: msg.Headers(), Seq: meta.Sequence.Stream}, nil
 	}
 }
