@@ -347,34 +347,50 @@ func profileHub(b *testing.B, hub bool) func() {
 }
 
 // BenchmarkLatency: publish → handler latency at 5,000 events/s with 128 B
-// payloads, in one group: through the gateway to a Go client (hub), to a
+// payloads, in one group: through the gateway to a Go client (hub); to a
 // handler of the in-process bus (bus: the bus's own share of the hub's
-// latency), and raw to a nats.go consumer with msg.Ack, on the same
-// server. The publish time travels in the payload. The contestants take
-// turns for EVENTHUB_BENCH_REPS rounds (default 3); it reports the medians
-// of each one's p50 and p99, and the median over rounds of the p99's
-// excess over raw's in the same round (hub-raw-p99-ms, bus-raw-p99-ms).
+// latency); to the same handler of a second bus on a NATS connection of its
+// own (busown: the bus without the publisher's connection, which raw does
+// not share either); and raw to a nats.go consumer with msg.Ack on a
+// connection of its own, all on the same server. The publish time travels
+// in the payload. The contestants take turns for EVENTHUB_BENCH_REPS
+// rounds (default 3), each going first in one; with
+// EVENTHUB_BENCH_TOGETHER=1 they read the same events at the same time
+// instead, so that a stall of a shared machine hits them all alike. It
+// reports the medians of each one's p50 and p99, and the median over
+// rounds of each p99's excess over raw's in the same round
+// (hub-raw-p99-ms, …).
 func BenchmarkLatency(b *testing.B) {
 	env := newBenchEnv(b, gateway.Config{})
 	const rate, n = 5000, 10_000
-	run := func(subscribe func(topic string, record func(time.Duration)) func()) (p50, p99 time.Duration) {
+	type subscribeFunc func(topic string, record func(time.Duration)) (stop func())
+	// run publishes n events at rate to a new topic read by subs, and
+	// returns the p50 and p99 of each.
+	run := func(subs []subscribeFunc) (p50, p99 []time.Duration) {
 		topic := fmt.Sprintf("lat.t%d", time.Now().UnixNano())
 		if _, err := env.bus.Publish(context.Background(), topic, json.RawMessage(`0`), facade.PublishOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		var mu sync.Mutex
-		lat := make([]time.Duration, 0, n)
-		all := make(chan struct{})
-		stop := subscribe(topic, func(d time.Duration) {
-			mu.Lock()
-			lat = append(lat, d)
-			if len(lat) == n {
-				close(all)
-			}
-			mu.Unlock()
-		})
+		lat := make([][]time.Duration, len(subs))
+		var all sync.WaitGroup
+		all.Add(len(subs) * n)
+		var stops []func()
+		for i, sub := range subs {
+			lat[i] = make([]time.Duration, 0, n)
+			stops = append(stops, sub(topic, func(d time.Duration) {
+				mu.Lock()
+				if len(lat[i]) < n {
+					lat[i] = append(lat[i], d)
+					all.Done()
+				}
+				mu.Unlock()
+			}))
+		}
 		defer func() {
-			stop()
+			for _, stop := range stops {
+				stop()
+			}
 			// Every run starts with the same heap: a stream left behind
 			// would make the later runs' GC rarer.
 			js := env.bus.JetStream()
@@ -395,15 +411,21 @@ func BenchmarkLatency(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		done := make(chan struct{})
+		go func() { all.Wait(); close(done) }()
 		select {
-		case <-all:
+		case <-done:
 		case <-time.After(time.Minute):
 			b.Fatal("not all delivered")
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		slices.Sort(lat)
-		return lat[len(lat)/2], lat[len(lat)*99/100]
+		for _, l := range lat {
+			slices.Sort(l)
+			p50 = append(p50, l[len(l)/2])
+			p99 = append(p99, l[len(l)*99/100])
+		}
+		return p50, p99
 	}
 	since := func(data []byte) time.Duration {
 		var v struct{ T int64 }
@@ -417,7 +439,7 @@ func BenchmarkLatency(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		unsub, err := c.Subscribe(context.Background(), topic, "lat", func(_ context.Context, dl facade.Delivery) error {
+		unsub, err := c.Subscribe(context.Background(), topic, "lat-hub", func(_ context.Context, dl facade.Delivery) error {
 			if d := since(dl.Event().Payload); d >= 0 {
 				record(d)
 			}
@@ -428,18 +450,29 @@ func BenchmarkLatency(b *testing.B) {
 		}
 		return func() { _ = unsub.Stop(context.Background()); c.Close() }
 	}
-	bus := func(topic string, record func(time.Duration)) func() {
-		unsub, err := env.bus.Subscribe(context.Background(), topic, "lat", func(_ context.Context, dl facade.Delivery) error {
-			if d := since(dl.Event().Payload); d >= 0 {
-				record(d)
+	onBus := func(bus *jetstream.Bus, group string) subscribeFunc {
+		return func(topic string, record func(time.Duration)) func() {
+			unsub, err := bus.Subscribe(context.Background(), topic, group, func(_ context.Context, dl facade.Delivery) error {
+				if d := since(dl.Event().Payload); d >= 0 {
+					record(d)
+				}
+				return nil
+			}, facade.SubscribeOptions{})
+			if err != nil {
+				b.Fatal(err)
 			}
-			return nil
-		}, facade.SubscribeOptions{})
-		if err != nil {
-			b.Fatal(err)
+			return func() { _ = unsub.Stop(context.Background()) }
 		}
-		return func() { _ = unsub.Stop(context.Background()) }
 	}
+	ownNC, err := nats.Connect("", nats.InProcessServer(env.bus.Server()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ownBus, err := jetstream.New(ownNC, jetstream.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ownBus.Close(); ownNC.Close() })
 	raw := func(topic string, record func(time.Duration)) func() {
 		nc, err := nats.Connect("", nats.InProcessServer(env.bus.Server()))
 		if err != nil {
@@ -451,7 +484,7 @@ func BenchmarkLatency(b *testing.B) {
 			b.Fatal(err)
 		}
 		cons, err := js.CreateOrUpdateConsumer(context.Background(), stream, natsjs.ConsumerConfig{
-			Durable: "raw-lat", AckPolicy: natsjs.AckExplicitPolicy, DeliverPolicy: natsjs.DeliverNewPolicy, FilterSubject: topic,
+			Durable: "lat-raw", AckPolicy: natsjs.AckExplicitPolicy, DeliverPolicy: natsjs.DeliverNewPolicy, FilterSubject: topic,
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -473,37 +506,53 @@ func BenchmarkLatency(b *testing.B) {
 		slices.Sort(v)
 		return v[len(v)/2]
 	}
-	names := []string{"hub", "bus", "raw"}
+	names := []string{"hub", "bus", "busown", "raw"}
+	subs := []subscribeFunc{hub, onBus(env.bus, "lat-bus"), onBus(ownBus, "lat-busown"), raw}
+	const rawK = 3
+	together := os.Getenv("EVENTHUB_BENCH_TOGETHER") == "1"
 	for range b.N {
-		var p50, p99 [3][]float64
-		var hubOver, busOver []float64 // p99 above raw's in the same round
+		p50 := make([][]float64, len(subs))
+		p99 := make([][]float64, len(subs))
+		over := make([][]float64, len(subs)) // p99 above raw's in the same round
 		for round := range benchReps() {
-			var r99 [3]float64
-			subs := []func(string, func(time.Duration)) func(){hub, bus, raw}
-			for i := range subs {
-				k := (round + i) % len(subs) // each goes first in turn
-				var m0, m1 runtime.MemStats
+			r50 := make([]time.Duration, len(subs))
+			r99 := make([]time.Duration, len(subs))
+			var m0, m1 runtime.MemStats
+			if together {
 				runtime.ReadMemStats(&m0)
-				a, z := run(subs[k])
+				a, z := run(subs)
 				runtime.ReadMemStats(&m1)
-				// Allocations and collections of the whole process (the
-				// publisher's and the server's too): the hub's client and
-				// gateway add theirs to raw's.
-				b.Logf("round %d %s: p50 %.3f ms, p99 %.3f ms; %d B and %.0f allocations an event, %d GCs",
-					round, names[k], ms(a), ms(z), (m1.TotalAlloc-m0.TotalAlloc)/n, float64(m1.Mallocs-m0.Mallocs)/n, m1.NumGC-m0.NumGC)
-				p50[k] = append(p50[k], ms(a))
-				p99[k] = append(p99[k], ms(z))
-				r99[k] = ms(z)
+				copy(r50, a)
+				copy(r99, z)
+				b.Logf("round %d: %d GCs", round, m1.NumGC-m0.NumGC)
+			} else {
+				for i := range subs {
+					k := (round + i) % len(subs) // each goes first in turn
+					runtime.ReadMemStats(&m0)
+					a, z := run(subs[k : k+1])
+					runtime.ReadMemStats(&m1)
+					r50[k], r99[k] = a[0], z[0]
+					// Allocations and collections of the whole process (the
+					// publisher's and the server's too): the hub's client and
+					// gateway add theirs to raw's.
+					b.Logf("round %d %s: %d B and %.0f allocations an event, %d GCs",
+						round, names[k], (m1.TotalAlloc-m0.TotalAlloc)/n, float64(m1.Mallocs-m0.Mallocs)/n, m1.NumGC-m0.NumGC)
+				}
 			}
-			hubOver = append(hubOver, r99[0]-r99[2])
-			busOver = append(busOver, r99[1]-r99[2])
+			for k, name := range names {
+				b.Logf("round %d %s: p50 %.3f ms, p99 %.3f ms", round, name, ms(r50[k]), ms(r99[k]))
+				p50[k] = append(p50[k], ms(r50[k]))
+				p99[k] = append(p99[k], ms(r99[k]))
+				over[k] = append(over[k], ms(r99[k])-ms(r99[rawK]))
+			}
 		}
 		for k, name := range names {
 			b.ReportMetric(median(p50[k]), name+"-p50-ms")
 			b.ReportMetric(median(p99[k]), name+"-p99-ms")
+			if k != rawK {
+				b.ReportMetric(median(over[k]), name+"-raw-p99-ms")
+			}
 		}
-		b.ReportMetric(median(hubOver), "hub-raw-p99-ms")
-		b.ReportMetric(median(busOver), "bus-raw-p99-ms")
 	}
 }
 
