@@ -347,19 +347,22 @@ func profileHub(b *testing.B, hub bool) func() {
 }
 
 // BenchmarkLatency: publish → handler latency at 5,000 events/s with 128 B
-// payloads, in one group: through the gateway to a Go client (hub); to a
-// handler of the in-process bus (bus: the bus's own share of the hub's
-// latency); to the same handler of a second bus on a NATS connection of its
-// own (busown: the bus without the publisher's connection, which raw does
-// not share either); and raw to a nats.go consumer with msg.Ack on a
-// connection of its own, all on the same server. The publish time travels
-// in the payload. The contestants take turns for EVENTHUB_BENCH_REPS
-// rounds (default 3), each going first in one; with
-// EVENTHUB_BENCH_TOGETHER=1 they read the same events at the same time
-// instead, so that a stall of a shared machine hits them all alike. It
-// reports the medians of each one's p50 and p99, and the median over
-// rounds of each p99's excess over raw's in the same round
-// (hub-raw-p99-ms, …).
+// payloads, in one group: through the gateway to a Go client (hub, with
+// the gateway's default window of 100 events in flight; hub1000 through a
+// gateway with maxInflightPerSub 1000, JetStream's default MaxAckPending
+// that raw gets); to a handler of the in-process bus (bus: the bus's own
+// share of the hub's latency); to the same handler of a second bus on a
+// NATS connection of its own (busown: the bus without the publisher's
+// connection, which raw does not share either); and raw to a nats.go
+// consumer with msg.Ack on a connection of its own, all on the same
+// server. The publish time travels in the payload. The contestants take
+// turns for EVENTHUB_BENCH_REPS rounds (default 3), each going first in
+// one; with EVENTHUB_BENCH_TOGETHER=1 they read the same events at the
+// same time instead, so that a stall of a shared machine hits them all
+// alike. EVENTHUB_BENCH_BUSY=n runs n CPU-bound goroutines in the process
+// while events are published: latency when the CPU is short. It reports
+// the medians of each one's p50 and p99, and the median over rounds of
+// each p99's excess over raw's in the same round (hub-raw-p99-ms, …).
 func BenchmarkLatency(b *testing.B) {
 	env := newBenchEnv(b, gateway.Config{})
 	const rate, n = 5000, 10_000
@@ -399,6 +402,24 @@ func BenchmarkLatency(b *testing.B) {
 			}
 		}()
 		runtime.GC()
+		busy, _ := strconv.Atoi(os.Getenv("EVENTHUB_BENCH_BUSY"))
+		stopBusy := make(chan struct{})
+		var busyWG sync.WaitGroup
+		for range busy {
+			busyWG.Go(func() {
+				for x := 0; ; x++ {
+					select {
+					case <-stopBusy:
+						return
+					default:
+					}
+					for i := range 1 << 20 {
+						x ^= i
+					}
+				}
+			})
+		}
+		defer func() { close(stopBusy); busyWG.Wait() }()
 		pad := strings.Repeat("x", 100)
 		start := time.Now()
 		for i := range n {
@@ -434,22 +455,25 @@ func BenchmarkLatency(b *testing.B) {
 		}
 		return time.Since(time.Unix(0, v.T))
 	}
-	hub := func(topic string, record func(time.Duration)) func() {
-		c, err := Dial(context.Background(), env.url, Config{NoBatch: benchNoBatch()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		unsub, err := c.Subscribe(context.Background(), topic, "lat-hub", func(_ context.Context, dl facade.Delivery) error {
-			if d := since(dl.Event().Payload); d >= 0 {
-				record(d)
+	onHub := func(url, group string) subscribeFunc {
+		return func(topic string, record func(time.Duration)) func() {
+			c, err := Dial(context.Background(), url, Config{NoBatch: benchNoBatch()})
+			if err != nil {
+				b.Fatal(err)
 			}
-			return nil
-		}, facade.SubscribeOptions{})
-		if err != nil {
-			b.Fatal(err)
+			unsub, err := c.Subscribe(context.Background(), topic, group, func(_ context.Context, dl facade.Delivery) error {
+				if d := since(dl.Event().Payload); d >= 0 {
+					record(d)
+				}
+				return nil
+			}, facade.SubscribeOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return func() { _ = unsub.Stop(context.Background()); c.Close() }
 		}
-		return func() { _ = unsub.Stop(context.Background()); c.Close() }
 	}
+	url1000, _ := serveGateway(b, env.bus, gateway.Config{MaxInflightPerSub: 1000}, nil)
 	onBus := func(bus *jetstream.Bus, group string) subscribeFunc {
 		return func(topic string, record func(time.Duration)) func() {
 			unsub, err := bus.Subscribe(context.Background(), topic, group, func(_ context.Context, dl facade.Delivery) error {
@@ -506,9 +530,10 @@ func BenchmarkLatency(b *testing.B) {
 		slices.Sort(v)
 		return v[len(v)/2]
 	}
-	names := []string{"hub", "bus", "busown", "raw"}
-	subs := []subscribeFunc{hub, onBus(env.bus, "lat-bus"), onBus(ownBus, "lat-busown"), raw}
-	const rawK = 3
+	names := []string{"hub", "hub1000", "bus", "busown", "raw"}
+	subs := []subscribeFunc{onHub(env.url, "lat-hub"), onHub(url1000, "lat-hub1000"),
+		onBus(env.bus, "lat-bus"), onBus(ownBus, "lat-busown"), raw}
+	const rawK = 4
 	together := os.Getenv("EVENTHUB_BENCH_TOGETHER") == "1"
 	for range b.N {
 		p50 := make([][]float64, len(subs))
