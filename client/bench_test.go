@@ -347,46 +347,106 @@ func profileHub(b *testing.B, hub bool) func() {
 }
 
 // BenchmarkLatency: publish → handler latency at 5,000 events/s with 128 B
-// payloads, through the gateway to a Go client, and raw to a nats.go
-// consumer on the same server.
+// payloads, in one group: through the gateway to a Go client (hub, with
+// the gateway's default window of 100 events in flight; hub1000 through a
+// gateway with maxInflightPerSub 1000, JetStream's default MaxAckPending
+// that raw gets); to a handler of the in-process bus (bus: the bus's own
+// share of the hub's latency); to the same handler of a second bus on a
+// NATS connection of its own (busown: the bus without the publisher's
+// connection, which raw does not share either); and raw to a nats.go
+// consumer with msg.Ack on a connection of its own, all on the same
+// server. The publish time travels in the payload. The contestants take
+// turns for EVENTHUB_BENCH_REPS rounds (default 3), each going first in
+// one; with EVENTHUB_BENCH_TOGETHER=1 they read the same events at the
+// same time instead, so that a stall of a shared machine hits them all
+// alike. EVENTHUB_BENCH_BUSY=n runs n CPU-bound goroutines in the process
+// while events are published: latency when the CPU is short. It reports
+// the medians of each one's p50 and p99, and the median over rounds of
+// each p99's excess over raw's in the same round (hub-raw-p99-ms, …).
 func BenchmarkLatency(b *testing.B) {
 	env := newBenchEnv(b, gateway.Config{})
 	const rate, n = 5000, 10_000
-	run := func(subscribe func(topic string, record func(time.Duration)) func()) (p50, p99 time.Duration) {
+	type subscribeFunc func(topic string, record func(time.Duration)) (stop func())
+	// run publishes n events at rate to a new topic read by subs, and
+	// returns the p50 and p99 of each.
+	run := func(subs []subscribeFunc) (p50, p99 []time.Duration) {
 		topic := fmt.Sprintf("lat.t%d", time.Now().UnixNano())
 		if _, err := env.bus.Publish(context.Background(), topic, json.RawMessage(`0`), facade.PublishOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		var mu sync.Mutex
-		lat := make([]time.Duration, 0, n)
-		all := make(chan struct{})
-		stop := subscribe(topic, func(d time.Duration) {
-			mu.Lock()
-			lat = append(lat, d)
-			if len(lat) == n {
-				close(all)
+		lat := make([][]time.Duration, len(subs))
+		var all sync.WaitGroup
+		all.Add(len(subs) * n)
+		var stops []func()
+		for i, sub := range subs {
+			lat[i] = make([]time.Duration, 0, n)
+			stops = append(stops, sub(topic, func(d time.Duration) {
+				mu.Lock()
+				if len(lat[i]) < n {
+					lat[i] = append(lat[i], d)
+					all.Done()
+				}
+				mu.Unlock()
+			}))
+		}
+		defer func() {
+			for _, stop := range stops {
+				stop()
 			}
-			mu.Unlock()
-		})
-		defer stop()
+			// Every run starts with the same heap: a stream left behind
+			// would make the later runs' GC rarer.
+			js := env.bus.JetStream()
+			if name, err := js.StreamNameBySubject(context.Background(), topic); err == nil {
+				_ = js.DeleteStream(context.Background(), name)
+			}
+		}()
+		runtime.GC()
+		busy, _ := strconv.Atoi(os.Getenv("EVENTHUB_BENCH_BUSY"))
+		stopBusy := make(chan struct{})
+		var busyWG sync.WaitGroup
+		for range busy {
+			busyWG.Go(func() {
+				for x := 0; ; x++ {
+					select {
+					case <-stopBusy:
+						return
+					default:
+					}
+					for i := range 1 << 20 {
+						x ^= i
+					}
+				}
+			})
+		}
+		defer func() { close(stopBusy); busyWG.Wait() }()
+		pad := strings.Repeat("x", 100)
 		start := time.Now()
 		for i := range n {
 			next := start.Add(time.Duration(i) * time.Second / rate)
 			if d := time.Until(next); d > 0 {
 				time.Sleep(d)
 			}
-			p := fmt.Appendf(nil, `{"t":%d,"pad":"%s"}`, time.Now().UnixNano(), strings.Repeat("x", 100))
+			p := fmt.Appendf(nil, `{"t":%d,"pad":"%s"}`, time.Now().UnixNano(), pad)
 			if _, err := env.bus.PublishAsync(context.Background(), topic, p, facade.PublishOptions{}); err != nil {
 				b.Fatal(err)
 			}
 		}
+		done := make(chan struct{})
+		go func() { all.Wait(); close(done) }()
 		select {
-		case <-all:
+		case <-done:
 		case <-time.After(time.Minute):
 			b.Fatal("not all delivered")
 		}
-		slices.Sort(lat)
-		return lat[len(lat)/2], lat[len(lat)*99/100]
+		mu.Lock()
+		defer mu.Unlock()
+		for _, l := range lat {
+			slices.Sort(l)
+			p50 = append(p50, l[len(l)/2])
+			p99 = append(p99, l[len(l)*99/100])
+		}
+		return p50, p99
 	}
 	since := func(data []byte) time.Duration {
 		var v struct{ T int64 }
@@ -395,15 +455,29 @@ func BenchmarkLatency(b *testing.B) {
 		}
 		return time.Since(time.Unix(0, v.T))
 	}
-	for range b.N {
-		c, err := Dial(context.Background(), env.url, Config{})
-		if err != nil {
-			b.Fatal(err)
+	onHub := func(url, group string) subscribeFunc {
+		return func(topic string, record func(time.Duration)) func() {
+			c, err := Dial(context.Background(), url, Config{NoBatch: benchNoBatch()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			unsub, err := c.Subscribe(context.Background(), topic, group, func(_ context.Context, dl facade.Delivery) error {
+				if d := since(dl.Event().Payload); d >= 0 {
+					record(d)
+				}
+				return nil
+			}, facade.SubscribeOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return func() { _ = unsub.Stop(context.Background()); c.Close() }
 		}
-		hub50, hub99 := run(func(topic string, record func(time.Duration)) func() {
-			unsub, err := c.Subscribe(context.Background(), topic, "lat", func(_ context.Context, dl facade.Delivery) error {
-				e := dl.Event()
-				if d := since(e.Payload); d >= 0 {
+	}
+	url1000, _ := serveGateway(b, env.bus, gateway.Config{MaxInflightPerSub: 1000}, nil)
+	onBus := func(bus *jetstream.Bus, group string) subscribeFunc {
+		return func(topic string, record func(time.Duration)) func() {
+			unsub, err := bus.Subscribe(context.Background(), topic, group, func(_ context.Context, dl facade.Delivery) error {
+				if d := since(dl.Event().Payload); d >= 0 {
 					record(d)
 				}
 				return nil
@@ -412,40 +486,98 @@ func BenchmarkLatency(b *testing.B) {
 				b.Fatal(err)
 			}
 			return func() { _ = unsub.Stop(context.Background()) }
+		}
+	}
+	ownNC, err := nats.Connect("", nats.InProcessServer(env.bus.Server()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ownBus, err := jetstream.New(ownNC, jetstream.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ownBus.Close(); ownNC.Close() })
+	raw := func(topic string, record func(time.Duration)) func() {
+		nc, err := nats.Connect("", nats.InProcessServer(env.bus.Server()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		js, _ := natsjs.New(nc)
+		stream, err := js.StreamNameBySubject(context.Background(), topic)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cons, err := js.CreateOrUpdateConsumer(context.Background(), stream, natsjs.ConsumerConfig{
+			Durable: "lat-raw", AckPolicy: natsjs.AckExplicitPolicy, DeliverPolicy: natsjs.DeliverNewPolicy, FilterSubject: topic,
 		})
-		c.Close()
-		raw50, raw99 := run(func(topic string, record func(time.Duration)) func() {
-			nc, err := nats.Connect("", nats.InProcessServer(env.bus.Server()))
-			if err != nil {
-				b.Fatal(err)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cc, err := cons.Consume(func(m natsjs.Msg) {
+			if d := since(m.Data()); d >= 0 {
+				record(d)
 			}
-			js, _ := natsjs.New(nc)
-			stream, err := js.StreamNameBySubject(context.Background(), topic)
-			if err != nil {
-				b.Fatal(err)
-			}
-			cons, err := js.CreateOrUpdateConsumer(context.Background(), stream, natsjs.ConsumerConfig{
-				Durable: "raw-lat", AckPolicy: natsjs.AckExplicitPolicy, DeliverPolicy: natsjs.DeliverNewPolicy, FilterSubject: topic,
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-			cc, err := cons.Consume(func(m natsjs.Msg) {
-				if d := since(m.Data()); d >= 0 {
-					record(d)
+			_ = m.Ack()
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return func() { cc.Stop(); nc.Close() }
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	median := func(v []float64) float64 {
+		v = slices.Clone(v)
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	names := []string{"hub", "hub1000", "bus", "busown", "raw"}
+	subs := []subscribeFunc{onHub(env.url, "lat-hub"), onHub(url1000, "lat-hub1000"),
+		onBus(env.bus, "lat-bus"), onBus(ownBus, "lat-busown"), raw}
+	const rawK = 4
+	together := os.Getenv("EVENTHUB_BENCH_TOGETHER") == "1"
+	for range b.N {
+		p50 := make([][]float64, len(subs))
+		p99 := make([][]float64, len(subs))
+		over := make([][]float64, len(subs)) // p99 above raw's in the same round
+		for round := range benchReps() {
+			r50 := make([]time.Duration, len(subs))
+			r99 := make([]time.Duration, len(subs))
+			var m0, m1 runtime.MemStats
+			if together {
+				runtime.ReadMemStats(&m0)
+				a, z := run(subs)
+				runtime.ReadMemStats(&m1)
+				copy(r50, a)
+				copy(r99, z)
+				b.Logf("round %d: %d GCs", round, m1.NumGC-m0.NumGC)
+			} else {
+				for i := range subs {
+					k := (round + i) % len(subs) // each goes first in turn
+					runtime.ReadMemStats(&m0)
+					a, z := run(subs[k : k+1])
+					runtime.ReadMemStats(&m1)
+					r50[k], r99[k] = a[0], z[0]
+					// Allocations and collections of the whole process (the
+					// publisher's and the server's too): the hub's client and
+					// gateway add theirs to raw's.
+					b.Logf("round %d %s: %d B and %.0f allocations an event, %d GCs",
+						round, names[k], (m1.TotalAlloc-m0.TotalAlloc)/n, float64(m1.Mallocs-m0.Mallocs)/n, m1.NumGC-m0.NumGC)
 				}
-				_ = m.Ack()
-			})
-			if err != nil {
-				b.Fatal(err)
 			}
-			return func() { cc.Stop(); nc.Close() }
-		})
-		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-		b.ReportMetric(ms(hub50), "hub-p50-ms")
-		b.ReportMetric(ms(hub99), "hub-p99-ms")
-		b.ReportMetric(ms(raw50), "raw-p50-ms")
-		b.ReportMetric(ms(raw99), "raw-p99-ms")
+			for k, name := range names {
+				b.Logf("round %d %s: p50 %.3f ms, p99 %.3f ms", round, name, ms(r50[k]), ms(r99[k]))
+				p50[k] = append(p50[k], ms(r50[k]))
+				p99[k] = append(p99[k], ms(r99[k]))
+				over[k] = append(over[k], ms(r99[k])-ms(r99[rawK]))
+			}
+		}
+		for k, name := range names {
+			b.ReportMetric(median(p50[k]), name+"-p50-ms")
+			b.ReportMetric(median(p99[k]), name+"-p99-ms")
+			if k != rawK {
+				b.ReportMetric(median(over[k]), name+"-raw-p99-ms")
+			}
+		}
 	}
 }
 
