@@ -244,12 +244,13 @@ func isGone(err error) bool {
 // dispatch runs on the connection's reader goroutine: it starts the
 // handler of one EVENT of a group (read hands live ones to deliverLive)
 // and never blocks.
-func (c *Client) dispatch(cn *conn, f *wire.Frame) {
+// f is the reader's frame: what the delivery keeps is copied out of it.
+// received is when the message holding it was read.
+func (c *Client) dispatch(cn *conn, f *wire.Frame, received time.Time) {
 	if f.Event == nil || f.Ctx == nil {
 		c.log.Warn("EVENT without event or ctx", "topic", f.Topic, "group", f.Group)
 		return
 	}
-	received := time.Now()
 	c.mu.Lock()
 	s := c.subs[subKey{f.Topic, f.Group}]
 	c.mu.Unlock()
@@ -261,23 +262,31 @@ func (c *Client) dispatch(cn *conn, f *wire.Frame) {
 		s.mu.Unlock()
 		return // handed back by the gateway when the subscription stops
 	}
-	f.Event.Trace = f.Ctx.Trace
-	d := &delivery{s: s, cn: cn, f: f, deadline: received.Add(time.Duration(f.Ctx.AckDeadlineMs) * time.Millisecond)}
+	// One allocation holds the delivery and its event.
+	d := &delivery{s: s, cn: cn, ev: *f.Event, attempt: f.Ctx.Attempt, deadline: received.Add(time.Duration(f.Ctx.AckDeadlineMs) * time.Millisecond)}
+	d.ev.Trace = f.Ctx.Trace
 	s.held[d] = struct{}{}
 	s.queue = append(s.queue, d)
-	// Start a worker when the queued events outnumber the workers that are
-	// about to take one, up to MaxInFlight running handlers; ManualAck
-	// handlers run one at a time, in stream order, as facade.Handler says.
+	s.startWorkerLocked()
+	s.mu.Unlock()
+}
+
+// startWorkerLocked starts a worker for the queued events when no worker
+// is free to take them (every one is inside a handler), up to MaxInFlight
+// running handlers; ManualAck handlers run one at a time, in stream order,
+// as facade.Handler says. A worker that takes an event with more queued
+// behind it calls it again, so that a burst gets as many workers as its
+// handlers keep busy, not one per event. s.mu held.
+func (s *subscription) startWorkerLocked() {
 	workers := s.opts.MaxInFlight
 	if s.opts.ManualAck {
 		workers = 1
 	}
-	if len(s.queue) > s.workers-s.busy && s.workers < workers {
+	if len(s.queue) > 0 && s.workers == s.busy && s.workers < workers {
 		s.workers++
 		s.wg.Add(1)
 		go s.work()
 	}
-	s.mu.Unlock()
 }
 
 // deliverLive hands a live EVENT of topic to its follower, on the
@@ -312,6 +321,7 @@ func (s *subscription) work() {
 		s.queue[0] = nil
 		s.queue = s.queue[1:]
 		s.busy++
+		s.startWorkerLocked()
 		s.mu.Unlock()
 		s.run(d)
 		s.mu.Lock()
@@ -321,7 +331,7 @@ func (s *subscription) work() {
 
 func (s *subscription) run(d *delivery) {
 	var err error
-	if s.opts.Filter == nil || s.opts.Filter(d.f.Event) {
+	if s.opts.Filter == nil || s.opts.Filter(&d.ev) {
 		err = s.call(d)
 		if err == nil && s.opts.ManualAck {
 			return // the caller settles it
@@ -341,11 +351,11 @@ func (s *subscription) call(d *delivery) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("handler panic: %v", r)
-			s.c.log.Error("handler panic", "topic", s.key.topic, "group", s.key.group, "id", d.f.Event.ID, "panic", r)
+			s.c.log.Error("handler panic", "topic", s.key.topic, "group", s.key.group, "id", d.ev.ID, "panic", r)
 		}
 	}()
 	ctx := s.ctx
-	if tc := d.f.Event.Trace; tc != nil {
+	if tc := d.ev.Trace; tc != nil {
 		ctx = facade.ContextWithTrace(ctx, *tc) // the hub's deliver span is the handler's parent
 	}
 	return s.handler(ctx, d)
