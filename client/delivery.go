@@ -61,10 +61,7 @@ func (d *delivery) settle(ctx context.Context, op, reason string, wait bool) err
 	d.done = true
 	d.mu.Unlock()
 	defer d.s.settled(d)
-	d.s.mu.Lock()
-	gone := d.s.gone
-	d.s.mu.Unlock()
-	if gone {
+	if d.s.gone.Load() {
 		return fmt.Errorf("%w: the subscription of %s/%s ended and %s was handed back", facade.ErrClosed, d.s.key.topic, d.s.key.group, d.ev.ID)
 	}
 	if !wait {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eventhub/eventhub/facade"
@@ -27,14 +28,16 @@ type subscription struct {
 	mu       sync.Mutex
 	stopped  bool
 	draining bool
-	gone     bool                   // UNSUBSCRIBE sent or the subscription ended: leases handed back
 	queue    []*delivery            // delivered, handler not started yet
 	workers  int                    // goroutines running work
 	busy     int                    // workers inside a handler
 	held     map[*delivery]struct{} // dispatched and not settled
 	idle     chan struct{}
 	stopOnce sync.Once
-	stopErr  error
+	// gone: UNSUBSCRIBE sent or the subscription ended, its leases
+	// handed back (set under mu, read without).
+	gone    atomic.Bool
+	stopErr error
 
 	done  chan struct{} // closed when the subscription ended
 	ended sync.Once
@@ -144,7 +147,7 @@ func (s *subscription) end(cause error) {
 func (s *subscription) endedBy(cause error) {
 	s.stopDispatch()
 	s.mu.Lock()
-	s.gone = true
+	s.gone.Store(true)
 	s.mu.Unlock()
 	go func() {
 		s.wg.Wait()
@@ -182,7 +185,7 @@ func (s *subscription) Stop(ctx context.Context) error {
 			return
 		}
 		s.mu.Lock()
-		s.gone = true
+		s.gone.Store(true)
 		s.mu.Unlock()
 		_, err := c.call(ctx, &wire.Frame{Op: wire.OpUnsubscribe, Topic: s.key.topic, Group: s.key.group})
 		switch {
@@ -365,10 +368,13 @@ func (s *subscription) call(d *delivery) (err error) {
 func (s *subscription) settled(d *delivery) {
 	s.mu.Lock()
 	delete(s.held, d)
+	draining := s.draining
 	s.mu.Unlock()
-	select {
-	case s.idle <- struct{}{}:
-	default:
+	if draining {
+		select {
+		case s.idle <- struct{}{}:
+		default:
+		}
 	}
 }
 
