@@ -401,7 +401,9 @@ type conn struct {
 	c   *Client
 	ws  *websocket.Conn
 	gen uint64
-	out chan []byte
+	out chan outFrame
+	// dec decodes the gateway's frames (reader goroutine only).
+	dec wire.Decoder
 	// batch: the gateway takes batched frames from this client (the
 	// writer coalesces what is queued).
 	batch atomic.Bool
@@ -418,7 +420,7 @@ type conn struct {
 func newConn(c *Client, ws *websocket.Conn, gen uint64) *conn {
 	cn := &conn{
 		c: c, ws: ws, gen: gen,
-		out:     make(chan []byte, c.cfg.OutboundQueue),
+		out:     make(chan outFrame, c.cfg.OutboundQueue),
 		pending: make(map[string]waiter),
 		dead:    make(chan struct{}),
 	}
@@ -480,7 +482,7 @@ func (cn *conn) read() {
 	slack := idle / 16
 	var refreshed time.Time
 	var buf bytes.Buffer // reused: decoded frames do not alias it
-	var scratch wire.Frame
+	var in inFrame
 	for {
 		_, r, err := cn.ws.NextReader()
 		if err == nil {
@@ -495,16 +497,17 @@ func (cn *conn) read() {
 		if buf.Cap() > 1<<20 {
 			buf = bytes.Buffer{}
 		}
-		if now := time.Now(); now.Sub(refreshed) >= slack {
-			refreshed = now
-			_ = cn.ws.SetReadDeadline(now.Add(idle + slack))
+		in.received = time.Now()
+		if in.received.Sub(refreshed) >= slack {
+			refreshed = in.received
+			_ = cn.ws.SetReadDeadline(in.received.Add(idle + slack))
 		}
 		if !wire.IsBatch(data) {
-			cn.frame(data, &scratch)
+			cn.frame(data, &in)
 			continue
 		}
 		if err := wire.SplitBatch(data, func(frame []byte) bool {
-			cn.frame(frame, &scratch)
+			cn.frame(frame, &in)
 			return true
 		}); err != nil {
 			cn.c.log.Warn("undecodable batch from gateway", "err", err)
@@ -512,23 +515,46 @@ func (cn *conn) read() {
 	}
 }
 
-// frame decodes and handles one frame from the gateway; scratch is the
-// reader's reused frame.
-func (cn *conn) frame(data []byte, scratch *wire.Frame) {
-	if err := wire.Decode(data, scratch); err != nil {
+// inFrame is the reader's frame, decoded into again for every frame: what
+// outlives a frame is copied out of it.
+type inFrame struct {
+	f        wire.Frame
+	ev       facade.EventRecord
+	ctx      wire.EventContext
+	received time.Time // when the message holding it was read
+}
+
+// frame decodes and handles one frame from the gateway.
+func (cn *conn) frame(data []byte, in *inFrame) {
+	scratch := &in.f
+	if err := cn.dec.DecodeEvent(data, scratch, &in.ev, &in.ctx); err != nil {
 		cn.c.log.Warn("undecodable frame from gateway", "err", err)
 		return
 	}
-	if scratch.Op == wire.OpEvent && scratch.Group == "" && scratch.Event != nil {
-		// A live event: only its record outlives this frame.
-		if scratch.Ctx != nil {
-			scratch.Event.Trace = scratch.Ctx.Trace
+	if scratch.Op == wire.OpEvent {
+		if scratch.Group == "" && scratch.Event != nil {
+			// A live event: only its record outlives this frame.
+			e := new(facade.EventRecord)
+			*e = *scratch.Event
+			if scratch.Ctx != nil {
+				e.Trace = scratch.Ctx.Trace
+			}
+			cn.c.deliverLive(scratch.Topic, e)
+			return
 		}
-		cn.c.deliverLive(scratch.Topic, scratch.Event)
+		cn.c.dispatch(cn, scratch, in.received)
 		return
 	}
 	f := new(wire.Frame)
 	*f = *scratch
+	if f.Event != nil {
+		f.Event = new(facade.EventRecord)
+		*f.Event = in.ev
+	}
+	if f.Ctx != nil {
+		f.Ctx = new(wire.EventContext)
+		*f.Ctx = in.ctx
+	}
 	switch f.Op {
 	case wire.OpOK, wire.OpErr:
 		if f.Corr == "" {
@@ -550,20 +576,36 @@ func (cn *conn) frame(data []byte, scratch *wire.Frame) {
 		if w.ch != nil {
 			w.ch <- f
 		}
-	case wire.OpEvent:
-		cn.c.dispatch(cn, f)
 	}
+}
+
+// outFrame is a frame queued for the writer: its bytes, or, when b is nil,
+// the ACK of ack, which the writer encodes into the message it goes out in
+// (no allocation per ACK).
+type outFrame struct {
+	b   []byte
+	ack *delivery
 }
 
 func (cn *conn) write() {
 	wt := cn.c.cfg.WriteTimeout
 	bc, _ := cn.ws.NetConn().(*wsbatch.Conn)
 	var msg [][]byte // the frames of the next message
+	var acks []byte  // the ACKs encoded for msg
 	ident := func(b []byte) []byte { return b }
+	encode := func(of outFrame) []byte {
+		if of.b != nil {
+			return of.b
+		}
+		d := of.ack
+		start := len(acks)
+		acks = wire.AppendAck(acks, wire.OpAck, "", d.s.key.topic, d.s.key.group, d.ev.ID, d.attempt, "", 0)
+		return acks[start:len(acks):len(acks)]
+	}
 	for {
-		var b []byte
+		var of outFrame
 		select {
-		case b = <-cn.out:
+		case of = <-cn.out:
 		case <-cn.dead:
 			return
 		}
@@ -572,14 +614,17 @@ func (cn *conn) write() {
 			bc.Hold()
 		}
 		coalesce := cn.batch.Load()
+		acks = acks[:0]
+		b := encode(of)
 		msg = append(msg[:0], b)
 		size := len(b) + 2
 		yielded := false
 		for {
-			next, ok := cn.poll(&yielded)
+			of, ok := cn.poll(&yielded)
 			if !ok {
 				break
 			}
+			next := encode(of)
 			if coalesce && len(msg) < wire.BatchMaxFrames && size+len(next)+1 <= wire.BatchMaxBytes {
 				msg = append(msg, next)
 				size += len(next) + 1
@@ -589,6 +634,8 @@ func (cn *conn) write() {
 				cn.fail(err)
 				return
 			}
+			// next may be in acks: it stays, the ACKs before it were
+			// written.
 			msg = append(msg[:0], next)
 			size = len(next) + 2
 			if bc != nil && bc.Buffered() >= wsbatch.FlushBytes {
@@ -597,6 +644,9 @@ func (cn *conn) write() {
 		}
 		err := wsbatch.WriteFrames(cn.ws, msg, ident)
 		clear(msg)
+		if cap(acks) > 64<<10 {
+			acks = nil
+		}
 		if err != nil {
 			cn.fail(err)
 			return
@@ -613,22 +663,22 @@ func (cn *conn) write() {
 // poll takes the next queued frame without waiting; the first time the
 // queue is found empty (yielded false) it first lets running handlers add
 // their ACKs to this write.
-func (cn *conn) poll(yielded *bool) ([]byte, bool) {
+func (cn *conn) poll(yielded *bool) (outFrame, bool) {
 	select {
-	case b := <-cn.out:
-		return b, true
+	case of := <-cn.out:
+		return of, true
 	default:
 	}
 	if *yielded {
-		return nil, false
+		return outFrame{}, false
 	}
 	*yielded = true
 	runtime.Gosched()
 	select {
-	case b := <-cn.out:
-		return b, true
+	case of := <-cn.out:
+		return of, true
 	default:
-		return nil, false
+		return outFrame{}, false
 	}
 }
 
@@ -643,8 +693,13 @@ func answer(r *wire.Frame) (*wire.Frame, error) {
 
 // send queues b, waiting while the queue is full.
 func (cn *conn) send(ctx context.Context, b []byte) error {
+	return cn.sendFrame(ctx, outFrame{b: b})
+}
+
+// sendFrame queues of, waiting while the queue is full.
+func (cn *conn) sendFrame(ctx context.Context, of outFrame) error {
 	select {
-	case cn.out <- b:
+	case cn.out <- of:
 		return nil
 	case <-cn.dead:
 		return fmt.Errorf("%w: connection lost: %w", facade.ErrUnavailable, cn.err())

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -289,5 +290,118 @@ func TestExpiredCredentialsAreTerminal(t *testing.T) {
 	})
 	if n := auths.Load(); n != 1 {
 		t.Fatalf("%d authentications: the client reconnected with expired credentials", n)
+	}
+}
+
+// TestHandlersRunConcurrently: events that arrive together run their
+// handlers at once, up to MaxInFlight, even when each handler blocks (a
+// burst does not wait behind the first handler); never more than
+// MaxInFlight.
+func TestHandlersRunConcurrently(t *testing.T) {
+	bus := newBus(t)
+	url, _ := serveGateway(t, bus, gateway.Config{}, nil)
+	c := dialClient(t, url, Config{})
+	ctx := context.Background()
+	const n, window = 12, 5
+	for i := range n {
+		if _, err := bus.Publish(ctx, "cl.conc", json.RawMessage(fmt.Sprint(i)), facade.PublishOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var running, most, handled atomic.Int32
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer free() // a failing check must not leave handlers blocked
+	unsub, err := c.Subscribe(ctx, "cl.conc", "g", func(context.Context, facade.Delivery) error {
+		r := running.Add(1)
+		for {
+			m := most.Load()
+			if r <= m || most.CompareAndSwap(m, r) {
+				break
+			}
+		}
+		<-release
+		running.Add(-1)
+		handled.Add(1)
+		return nil
+	}, facade.SubscribeOptions{From: facade.FromEarliest, MaxInFlight: window})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unsub.Stop(ctx)
+	testutil.CheckFor(t, 5*time.Second, func() error {
+		if r := running.Load(); r != window {
+			return fmt.Errorf("%d handlers running, want %d", r, window)
+		}
+		return nil
+	})
+	free()
+	testutil.CheckFor(t, 10*time.Second, func() error {
+		if h := handled.Load(); h != n {
+			return fmt.Errorf("%d of %d handled", h, n)
+		}
+		return nil
+	})
+	if m := most.Load(); m != window {
+		t.Fatalf("at most %d handlers ran at once, want %d", m, window)
+	}
+}
+
+// TestBurstGetsWorkers: events handed to a subscription in one go (a
+// batched message) get as many running handlers as they need, up to
+// MaxInFlight, although only one worker is started for the burst.
+func TestBurstGetsWorkers(t *testing.T) {
+	const n, window = 12, 5
+	var running, most atomic.Int32
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer free()
+	c := &Client{log: slog.New(slog.DiscardHandler), subs: map[subKey]*subscription{}}
+	sctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := &subscription{
+		c: c, key: subKey{"t", "g"}, ctx: sctx, cancel: cancel,
+		opts: facade.SubscribeOptions{MaxInFlight: window}.WithDefaults(),
+		idle: make(chan struct{}, 1), done: make(chan struct{}), held: map[*delivery]struct{}{},
+		handler: func(context.Context, facade.Delivery) error {
+			r := running.Add(1)
+			for {
+				m := most.Load()
+				if r <= m || most.CompareAndSwap(m, r) {
+					break
+				}
+			}
+			<-release
+			running.Add(-1)
+			return nil
+		},
+	}
+	c.subs[s.key] = s
+	cn := &conn{c: c, out: make(chan outFrame, n), dead: make(chan struct{})}
+	now := time.Now()
+	for i := range n {
+		f := &wire.Frame{Op: wire.OpEvent, Topic: "t", Group: "g",
+			Event: &facade.EventRecord{ID: fmt.Sprint(i), Topic: "t"}, Ctx: &wire.EventContext{Attempt: 1, AckDeadlineMs: 30_000}}
+		c.dispatch(cn, f, now)
+	}
+	testutil.CheckFor(t, 5*time.Second, func() error {
+		if r := running.Load(); r != window {
+			return fmt.Errorf("%d handlers running, want %d", r, window)
+		}
+		return nil
+	})
+	free()
+	for range n {
+		select {
+		case <-cn.out: // the ACKs
+		case <-time.After(10 * time.Second):
+			t.Fatal("not every event was acknowledged")
+		}
+	}
+	s.wg.Wait()
+	if m := most.Load(); m != window {
+		t.Fatalf("at most %d handlers ran at once, want %d", m, window)
 	}
 }

@@ -15,9 +15,10 @@ import (
 // whose Ack, Nack and Extend send ACK, NACK and MODACK for its lease on the
 // connection it arrived on.
 type delivery struct {
-	s  *subscription
-	cn *conn
-	f  *wire.Frame
+	s       *subscription
+	cn      *conn
+	ev      facade.EventRecord
+	attempt int
 
 	mu       sync.Mutex
 	done     bool
@@ -26,9 +27,9 @@ type delivery struct {
 
 var _ facade.Delivery = (*delivery)(nil)
 
-func (d *delivery) Event() *facade.EventRecord { return d.f.Event }
-func (d *delivery) Group() string              { return d.f.Group }
-func (d *delivery) Attempt() int               { return d.f.Ctx.Attempt }
+func (d *delivery) Event() *facade.EventRecord { return &d.ev }
+func (d *delivery) Group() string              { return d.s.key.group }
+func (d *delivery) Attempt() int               { return d.attempt }
 func (d *delivery) MaxAttempts() int           { return d.s.opts.MaxAttempts }
 
 func (d *delivery) Deadline() time.Time {
@@ -60,37 +61,39 @@ func (d *delivery) settle(ctx context.Context, op, reason string, wait bool) err
 	d.done = true
 	d.mu.Unlock()
 	defer d.s.settled(d)
-	d.s.mu.Lock()
-	gone := d.s.gone
-	d.s.mu.Unlock()
-	if gone {
-		return fmt.Errorf("%w: the subscription of %s/%s ended and %s was handed back", facade.ErrClosed, d.f.Topic, d.f.Group, d.f.Event.ID)
+	if d.s.gone.Load() {
+		return fmt.Errorf("%w: the subscription of %s/%s ended and %s was handed back", facade.ErrClosed, d.s.key.topic, d.s.key.group, d.ev.ID)
 	}
 	if !wait {
-		// Sized for the frame, so that it is one allocation.
-		b := make([]byte, 0, 80+len(d.f.Topic)+len(d.f.Group)+len(d.f.Event.ID)+2*len(reason))
-		b = wire.AppendAck(b, op, "", d.f.Topic, d.f.Group, d.f.Event.ID, d.f.Ctx.Attempt, reason, 0)
-		if err := d.cn.send(ctx, b); err != nil {
-			d.s.c.log.Debug("ack not sent", "id", d.f.Event.ID, "err", err)
+		// An ACK is encoded by the writer, into the message it goes out
+		// in; a NACK (rare, with its reason) here.
+		of := outFrame{ack: d}
+		if op != wire.OpAck {
+			// Sized for the frame, so that it is one allocation.
+			of.b = make([]byte, 0, 80+len(d.s.key.topic)+len(d.s.key.group)+len(d.ev.ID)+2*len(reason))
+			of.b = wire.AppendAck(of.b, op, "", d.s.key.topic, d.s.key.group, d.ev.ID, d.attempt, reason, 0)
+		}
+		if err := d.cn.sendFrame(ctx, of); err != nil {
+			d.s.c.log.Debug("ack not sent", "id", d.ev.ID, "err", err)
 			return d.leaseEnded(err)
 		}
 		return nil
 	}
 	ctx, cancel := d.s.c.withTimeout(ctx)
 	defer cancel()
-	_, err := d.cn.request(ctx, &wire.Frame{Op: op, Topic: d.f.Topic, Group: d.f.Group, ID: d.f.Event.ID, Attempt: d.f.Ctx.Attempt, Reason: reason})
+	_, err := d.cn.request(ctx, &wire.Frame{Op: op, Topic: d.s.key.topic, Group: d.s.key.group, ID: d.ev.ID, Attempt: d.attempt, Reason: reason})
 	return d.leaseEnded(err)
 }
 
 func (d *delivery) settledErr() error {
-	return fmt.Errorf("%w: %s of %s/%s", facade.ErrSettled, d.f.Event.ID, d.f.Topic, d.f.Group)
+	return fmt.Errorf("%w: %s of %s/%s", facade.ErrSettled, d.ev.ID, d.s.key.topic, d.s.key.group)
 }
 
 // leaseEnded maps the gateway's unknown_id and a dropped connection (the
 // gateway hands the events of a closed connection back) to ErrExpired.
 func (d *delivery) leaseEnded(err error) error {
 	if errors.Is(err, facade.ErrUnknownID) || errors.Is(err, facade.ErrUnavailable) {
-		return fmt.Errorf("%w: %s of %s/%s: %w", facade.ErrExpired, d.f.Event.ID, d.f.Topic, d.f.Group, err)
+		return fmt.Errorf("%w: %s of %s/%s: %w", facade.ErrExpired, d.ev.ID, d.s.key.topic, d.s.key.group, err)
 	}
 	return err
 }
@@ -112,7 +115,7 @@ func (d *delivery) Extend(ctx context.Context, by time.Duration) error {
 	ctx, cancel := d.s.c.withTimeout(ctx)
 	defer cancel()
 	sent := time.Now()
-	if _, err := d.cn.request(ctx, &wire.Frame{Op: wire.OpModAck, Topic: d.f.Topic, Group: d.f.Group, ID: d.f.Event.ID, Attempt: d.f.Ctx.Attempt, ExtendMs: ms}); err != nil {
+	if _, err := d.cn.request(ctx, &wire.Frame{Op: wire.OpModAck, Topic: d.s.key.topic, Group: d.s.key.group, ID: d.ev.ID, Attempt: d.attempt, ExtendMs: ms}); err != nil {
 		return d.leaseEnded(err)
 	}
 	d.mu.Lock()

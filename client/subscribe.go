@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eventhub/eventhub/facade"
@@ -27,14 +28,16 @@ type subscription struct {
 	mu       sync.Mutex
 	stopped  bool
 	draining bool
-	gone     bool                   // UNSUBSCRIBE sent or the subscription ended: leases handed back
 	queue    []*delivery            // delivered, handler not started yet
 	workers  int                    // goroutines running work
 	busy     int                    // workers inside a handler
 	held     map[*delivery]struct{} // dispatched and not settled
 	idle     chan struct{}
 	stopOnce sync.Once
-	stopErr  error
+	// gone: UNSUBSCRIBE sent or the subscription ended, its leases
+	// handed back (set under mu, read without).
+	gone    atomic.Bool
+	stopErr error
 
 	done  chan struct{} // closed when the subscription ended
 	ended sync.Once
@@ -144,7 +147,7 @@ func (s *subscription) end(cause error) {
 func (s *subscription) endedBy(cause error) {
 	s.stopDispatch()
 	s.mu.Lock()
-	s.gone = true
+	s.gone.Store(true)
 	s.mu.Unlock()
 	go func() {
 		s.wg.Wait()
@@ -182,7 +185,7 @@ func (s *subscription) Stop(ctx context.Context) error {
 			return
 		}
 		s.mu.Lock()
-		s.gone = true
+		s.gone.Store(true)
 		s.mu.Unlock()
 		_, err := c.call(ctx, &wire.Frame{Op: wire.OpUnsubscribe, Topic: s.key.topic, Group: s.key.group})
 		switch {
@@ -244,12 +247,13 @@ func isGone(err error) bool {
 // dispatch runs on the connection's reader goroutine: it starts the
 // handler of one EVENT of a group (read hands live ones to deliverLive)
 // and never blocks.
-func (c *Client) dispatch(cn *conn, f *wire.Frame) {
+// f is the reader's frame: what the delivery keeps is copied out of it.
+// received is when the message holding it was read.
+func (c *Client) dispatch(cn *conn, f *wire.Frame, received time.Time) {
 	if f.Event == nil || f.Ctx == nil {
 		c.log.Warn("EVENT without event or ctx", "topic", f.Topic, "group", f.Group)
 		return
 	}
-	received := time.Now()
 	c.mu.Lock()
 	s := c.subs[subKey{f.Topic, f.Group}]
 	c.mu.Unlock()
@@ -261,23 +265,31 @@ func (c *Client) dispatch(cn *conn, f *wire.Frame) {
 		s.mu.Unlock()
 		return // handed back by the gateway when the subscription stops
 	}
-	f.Event.Trace = f.Ctx.Trace
-	d := &delivery{s: s, cn: cn, f: f, deadline: received.Add(time.Duration(f.Ctx.AckDeadlineMs) * time.Millisecond)}
+	// One allocation holds the delivery and its event.
+	d := &delivery{s: s, cn: cn, ev: *f.Event, attempt: f.Ctx.Attempt, deadline: received.Add(time.Duration(f.Ctx.AckDeadlineMs) * time.Millisecond)}
+	d.ev.Trace = f.Ctx.Trace
 	s.held[d] = struct{}{}
 	s.queue = append(s.queue, d)
-	// Start a worker when the queued events outnumber the workers that are
-	// about to take one, up to MaxInFlight running handlers; ManualAck
-	// handlers run one at a time, in stream order, as facade.Handler says.
+	s.startWorkerLocked()
+	s.mu.Unlock()
+}
+
+// startWorkerLocked starts a worker for the queued events when no worker
+// is free to take them (every one is inside a handler), up to MaxInFlight
+// running handlers; ManualAck handlers run one at a time, in stream order,
+// as facade.Handler says. A worker that takes an event with more queued
+// behind it calls it again, so that a burst gets as many workers as its
+// handlers keep busy, not one per event. s.mu held.
+func (s *subscription) startWorkerLocked() {
 	workers := s.opts.MaxInFlight
 	if s.opts.ManualAck {
 		workers = 1
 	}
-	if len(s.queue) > s.workers-s.busy && s.workers < workers {
+	if len(s.queue) > 0 && s.workers == s.busy && s.workers < workers {
 		s.workers++
 		s.wg.Add(1)
 		go s.work()
 	}
-	s.mu.Unlock()
 }
 
 // deliverLive hands a live EVENT of topic to its follower, on the
@@ -312,6 +324,7 @@ func (s *subscription) work() {
 		s.queue[0] = nil
 		s.queue = s.queue[1:]
 		s.busy++
+		s.startWorkerLocked()
 		s.mu.Unlock()
 		s.run(d)
 		s.mu.Lock()
@@ -321,7 +334,7 @@ func (s *subscription) work() {
 
 func (s *subscription) run(d *delivery) {
 	var err error
-	if s.opts.Filter == nil || s.opts.Filter(d.f.Event) {
+	if s.opts.Filter == nil || s.opts.Filter(&d.ev) {
 		err = s.call(d)
 		if err == nil && s.opts.ManualAck {
 			return // the caller settles it
@@ -341,11 +354,11 @@ func (s *subscription) call(d *delivery) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("handler panic: %v", r)
-			s.c.log.Error("handler panic", "topic", s.key.topic, "group", s.key.group, "id", d.f.Event.ID, "panic", r)
+			s.c.log.Error("handler panic", "topic", s.key.topic, "group", s.key.group, "id", d.ev.ID, "panic", r)
 		}
 	}()
 	ctx := s.ctx
-	if tc := d.f.Event.Trace; tc != nil {
+	if tc := d.ev.Trace; tc != nil {
 		ctx = facade.ContextWithTrace(ctx, *tc) // the hub's deliver span is the handler's parent
 	}
 	return s.handler(ctx, d)
@@ -355,10 +368,13 @@ func (s *subscription) call(d *delivery) (err error) {
 func (s *subscription) settled(d *delivery) {
 	s.mu.Lock()
 	delete(s.held, d)
+	draining := s.draining
 	s.mu.Unlock()
-	select {
-	case s.idle <- struct{}{}:
-	default:
+	if draining {
+		select {
+		case s.idle <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -124,6 +124,11 @@ func (m *member) wake() {
 // kept (the delivery ended meanwhile), the store redelivers it and d is
 // dropped here.
 func (m *member) dispatch(ctx context.Context, d facade.Delivery) error {
+	// The common case: a subscription has room.
+	if sub := m.pick(d.Attempt() > 1); sub != nil {
+		sub.s.deliver(sub, d)
+		return nil
+	}
 	var keep *time.Timer
 	defer func() {
 		if keep != nil {

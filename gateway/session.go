@@ -31,7 +31,11 @@ type session struct {
 	principal Principal
 	// batch: the last AUTH asked for batched frames; the client may then
 	// send batches too.
-	batch   bool
+	batch bool
+	// dec decodes the client's frames, whose topics and groups repeat.
+	dec wire.Decoder
+	// frames holds the frames of a batch being handled, reused.
+	frames  [][]byte
 	pubs    chan pendingPublish // lazily started publish waiter
 	pubDone chan struct{}
 	// The principal's connection quota (reader, then the ended session).
@@ -217,8 +221,20 @@ func (s *session) handle(data []byte) {
 	}
 	// A malformed batch is refused whole: none of its frames run (a bad
 	// frame in a well-formed one gets its own ERR from handleOne).
+	frames := s.frames[:0]
+	defer func() {
+		clear(frames)
+		if cap(frames) <= wire.BatchMaxFrames {
+			s.frames = frames[:0]
+		}
+	}()
 	n := 0
-	if err := wire.SplitBatch(data, func([]byte) bool { n++; return true }); err != nil {
+	if err := wire.SplitBatch(data, func(frame []byte) bool {
+		if n++; n <= wire.BatchMaxFrames {
+			frames = append(frames, frame)
+		}
+		return true
+	}); err != nil {
 		s.replyErr("", err, wire.CodeBadFrame)
 		return
 	}
@@ -227,20 +243,22 @@ func (s *session) handle(data []byte) {
 		return
 	}
 	limit := s.gw.cfg.MaxFrameBytes
-	_ = wire.SplitBatch(data, func(frame []byte) bool {
+	for _, frame := range frames {
 		if int64(len(frame)) > limit {
 			s.sendErr("", wire.CodeFrameTooLarge, "frame of a batch larger than "+strconv.FormatInt(limit, 10)+" bytes discarded")
 		} else {
 			s.handleOne(frame)
 		}
-		return !s.closing.Load()
-	})
+		if s.closing.Load() {
+			return
+		}
+	}
 }
 
 // handleOne decodes and executes one client frame.
 func (s *session) handleOne(data []byte) {
 	var f wire.Frame
-	if err := wire.Decode(data, &f); err != nil {
+	if err := s.dec.Decode(data, &f); err != nil {
 		s.replyErr(f.Corr, err, wire.CodeBadFrame)
 		return
 	}

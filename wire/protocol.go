@@ -150,11 +150,63 @@ type EventContext struct {
 // frame had a valid string corr, so the ERR can echo it. The decoded frame
 // does not alias data.
 func Decode(data []byte, f *Frame) error {
+	return decode(data, f, nil, nil, nil)
+}
+
+// Decoder is [Decode] for the frames of one connection, which name the
+// same few topics and groups over and over: it hands out the strings of
+// the names it met in the last frames again instead of allocating new
+// ones. The zero value is ready to use; a Decoder is not safe for
+// concurrent use.
+type Decoder struct {
+	names [8]string
+	next  int
+}
+
+// Decode is [Decode].
+func (d *Decoder) Decode(data []byte, f *Frame) error {
+	return decode(data, f, d, nil, nil)
+}
+
+// DecodeEvent is [Decoder.Decode] that, for an EVENT frame, decodes the
+// event into e and its ctx (when it has one) into c, which it resets
+// first, and points f.Event and f.Ctx at them: the caller allocates them
+// together with what else it keeps per event.
+func (d *Decoder) DecodeEvent(data []byte, f *Frame, e *facade.EventRecord, c *EventContext) error {
+	return decode(data, f, d, e, c)
+}
+
+// name returns the string of b: one the decoder holds, or a new one it
+// then holds.
+func (d *Decoder) name(b []byte) string {
+	if d == nil {
+		return string(b)
+	}
+	for _, s := range d.names {
+		if s == string(b) {
+			return s
+		}
+	}
+	s := string(b)
+	d.names[d.next] = s
+	d.next = (d.next + 1) % len(d.names)
+	return s
+}
+
+func (d *Decoder) nameField(data []byte, i int) (string, int, bool) {
+	a, b, ok := plainString(data, i)
+	if !ok {
+		return "", 0, false
+	}
+	return d.name(data[a:b]), b + 1, true
+}
+
+func decode(data []byte, f *Frame, d *Decoder, e *facade.EventRecord, c *EventContext) error {
 	*f = Frame{}
-	ok := decodeEvent(data, f)
+	ok := decodeEvent(data, f, d, e, c)
 	if !ok {
 		*f = Frame{}
-		ok = decodeFlat(data, f)
+		ok = decodeFlat(data, f, d)
 	}
 	if !ok {
 		*f = Frame{}
@@ -167,6 +219,14 @@ func Decode(data []byte, f *Frame) error {
 		if err := checkUTF8(data, f); err != nil {
 			return err
 		}
+		if e != nil && f.Event != nil {
+			*e = *f.Event
+			f.Event = e
+		}
+		if c != nil && f.Ctx != nil {
+			*c = *f.Ctx
+			f.Ctx = c
+		}
 	}
 	if f.Op == "" {
 		return Errorf(CodeBadFrame, "missing op")
@@ -177,9 +237,13 @@ func Decode(data []byte, f *Frame) error {
 	return nil
 }
 
-// decodeJSON is the general decoder (encoding/json).
+// decodeJSON is the general decoder (encoding/json). It decodes into a
+// frame of its own, so that f (often on its caller's stack) does not have
+// to live on the heap because encoding/json might keep it.
 func decodeJSON(data []byte, f *Frame) error {
-	if err := json.Unmarshal(data, f); err != nil {
+	g := new(Frame)
+	defer func() { *f = *g }()
+	if err := json.Unmarshal(data, g); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			field := te.Field
@@ -202,7 +266,7 @@ func decodeJSON(data []byte, f *Frame) error {
 
 // decodeFlat decodes an object of plain strings and integers, keys in any
 // order.
-func decodeFlat(data []byte, f *Frame) bool {
+func decodeFlat(data []byte, f *Frame, d *Decoder) bool {
 	n := len(data)
 	if n < 2 || data[0] != '{' || data[n-1] != '}' || data[1] == '}' {
 		return false
@@ -222,15 +286,15 @@ func decodeFlat(data []byte, f *Frame) bool {
 		seen |= k
 		switch string(data[ka:kb]) {
 		case "op":
-			f.Op, i, ok = stringField(data, i)
+			f.Op, i, ok = opField(data, i)
 		case "corr":
 			f.Corr, i, ok = stringField(data, i)
 		case "token":
 			f.Token, i, ok = stringField(data, i)
 		case "topic":
-			f.Topic, i, ok = stringField(data, i)
+			f.Topic, i, ok = d.nameField(data, i)
 		case "group":
-			f.Group, i, ok = stringField(data, i)
+			f.Group, i, ok = d.nameField(data, i)
 		case "id":
 			f.ID, i, ok = stringField(data, i)
 		case "reason":
@@ -310,6 +374,21 @@ func stringField(data []byte, i int) (string, int, bool) {
 	return string(data[a:b]), b + 1, true
 }
 
+// opField is stringField for an op: the protocol's ops are not allocated
+// again.
+func opField(data []byte, i int) (string, int, bool) {
+	a, b, ok := plainString(data, i)
+	if !ok {
+		return "", 0, false
+	}
+	for _, o := range ops {
+		if o.Op == string(data[a:b]) {
+			return o.Op, b + 1, true
+		}
+	}
+	return string(data[a:b]), b + 1, true
+}
+
 // intField parses a JSON integer (no fraction or exponent, at most 18
 // digits) at data[i].
 func intField(data []byte, i int) (int64, int, bool) {
@@ -346,27 +425,32 @@ func expect(data []byte, i int, lit string) (int, bool) {
 }
 
 // decodeEvent decodes an EVENT frame in the layout of AppendEvent, or of
-// AppendLiveEvent (no group, no ctx).
-func decodeEvent(data []byte, f *Frame) bool {
+// AppendLiveEvent (no group, no ctx), into e and c when they are not nil
+// (else new ones). Its topic and group come from d.
+func decodeEvent(data []byte, f *Frame, d *Decoder, e *facade.EventRecord, c *EventContext) bool {
 	i, ok := expect(data, 0, `{"op":"EVENT","topic":`)
 	if !ok {
 		return false
 	}
 	f.Op = OpEvent
-	if f.Topic, i, ok = stringField(data, i); !ok {
+	if f.Topic, i, ok = d.nameField(data, i); !ok {
 		return false
 	}
 	live := true
 	if j, ok := expect(data, i, `,"group":`); ok {
 		live = false
-		if f.Group, i, ok = stringField(data, j); !ok {
+		if f.Group, i, ok = d.nameField(data, j); !ok {
 			return false
 		}
 	}
 	if i, ok = expect(data, i, `,"event":{"id":`); !ok {
 		return false
 	}
-	e := new(facade.EventRecord)
+	if e == nil {
+		e = new(facade.EventRecord)
+	} else {
+		*e = facade.EventRecord{}
+	}
 	f.Event = e
 	if e.ID, i, ok = stringField(data, i); !ok {
 		return false
@@ -392,7 +476,7 @@ func decodeEvent(data []byte, f *Frame) bool {
 		return false
 	}
 	if e.Topic, i = f.Topic, b+1; string(data[a:b]) != f.Topic {
-		e.Topic = string(data[a:b])
+		e.Topic = d.name(data[a:b])
 	}
 	if j, ok := expect(data, i, `,"key":`); ok {
 		if e.Key, i, ok = stringField(data, j); !ok {
@@ -472,7 +556,12 @@ func decodeEvent(data []byte, f *Frame) bool {
 	if i, ok = expect(data, i, `},"ctx":{"attempt":`); !ok {
 		return false
 	}
-	f.Ctx = new(EventContext)
+	if c == nil {
+		c = new(EventContext)
+	} else {
+		*c = EventContext{}
+	}
+	f.Ctx = c
 	var at int64
 	if at, i, ok = intField(data, i); !ok {
 		return false

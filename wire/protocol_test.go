@@ -158,7 +158,7 @@ func TestFastPathsTaken(t *testing.T) {
 		AppendOK(nil, "c"), AppendErr(nil, "c", CodeUnknownID, "not in flight"),
 		AppendPublishOK(nil, "c", "id", 3, 4),
 	} {
-		if !decodeFlat(b, &f) {
+		if !decodeFlat(b, &f, nil) {
 			t.Errorf("flat fast path refused %s", b)
 		}
 		f = Frame{}
@@ -168,7 +168,7 @@ func TestFastPathsTaken(t *testing.T) {
 		Headers: map[string]string{"a": "1", "b": "2"}, Payload: json.RawMessage(`{"x":[1,"]",{"y":"}"}]}`),
 		CausedBy: []string{"c"}, Tags: []string{}, Seq: 9}
 	b := AppendEvent(nil, "a.b", "g", e, 1, 100)
-	if !decodeEvent(b, &f) {
+	if !decodeEvent(b, &f, nil, nil, nil) {
 		t.Fatalf("EVENT fast path refused %s", b)
 	}
 	var slow Frame
@@ -188,7 +188,7 @@ func TestFastPathLiveEvent(t *testing.T) {
 		Payload: json.RawMessage(`{"x":[1,-2.5e3,true,false,null,"\u00e9é\"",{}],"y":[]}`), Seq: 9}
 	b := AppendLiveEvent(nil, e)
 	var fast, slow Frame
-	if !decodeEvent(b, &fast) {
+	if !decodeEvent(b, &fast, nil, nil, nil) {
 		t.Fatalf("EVENT fast path refused %s", b)
 	}
 	if err := decodeSlow(b, &slow); err != nil {
@@ -203,7 +203,7 @@ func TestFastPathLiveEvent(t *testing.T) {
 	for _, p := range []string{`{"a":1,}`, `[1 2]`, `"\x"`, "\"\xff\"", `01`, `1.`, `-`, `{"a"}`, `tru`, `[`, `"\u12"`, "\"\x01\""} {
 		bad := []byte(`{"op":"EVENT","topic":"a","event":{"id":"i","ts":1,"topic":"a","payload":` + p + `}}`)
 		var f Frame
-		if decodeEvent(bad, &f) {
+		if decodeEvent(bad, &f, nil, nil, nil) {
 			t.Errorf("fast path accepted payload %q", p)
 		}
 		if err := Decode(bad, &f); err == nil {
@@ -271,10 +271,10 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// The fast decoders agree with encoding/json whenever they accept.
 		var fast, slow Frame
-		accepted := decodeEvent(data, &fast)
+		accepted := decodeEvent(data, &fast, nil, nil, nil)
 		if !accepted {
 			fast = Frame{}
-			accepted = decodeFlat(data, &fast)
+			accepted = decodeFlat(data, &fast, nil)
 		}
 		if accepted {
 			if err := decodeSlow(data, &slow); err != nil {
@@ -286,6 +286,25 @@ func FuzzDecode(f *testing.F) {
 		}
 		var fr Frame
 		err := Decode(data, &fr)
+		// A Decoder, warmed up with names, and decoding into the event
+		// and ctx it is given, decodes the same frame with the same error.
+		var dec Decoder
+		var warm Frame
+		_ = dec.Decode([]byte(`{"op":"ACK","topic":"a","group":"g","id":"x"}`), &warm)
+		var fd Frame
+		e, c := &facade.EventRecord{ID: "stale"}, &EventContext{Attempt: 9}
+		derr := dec.DecodeEvent(data, &fd, e, c)
+		if (err == nil) != (derr == nil) || (err != nil && err.Error() != derr.Error()) {
+			t.Fatalf("Decoder: %v, Decode: %v for %q", derr, err, data)
+		}
+		if err == nil {
+			if fd.Event != nil && fd.Event != e || fd.Ctx != nil && fd.Ctx != c {
+				t.Fatalf("Decoder did not decode into the event and ctx given for %q", data)
+			}
+			if !reflect.DeepEqual(fd, fr) {
+				t.Fatalf("Decoder and Decode differ for %q:\n%+v\n%+v", data, fd, fr)
+			}
+		}
 		if err != nil {
 			var fe *facade.Error
 			if !errors.As(err, &fe) {
@@ -394,7 +413,7 @@ func FuzzEncodeEvent(f *testing.F) {
 			t.Fatalf("got  %s\nwant %s", got, want)
 		}
 		var fast, slow Frame
-		if decodeEvent(got, &fast) {
+		if decodeEvent(got, &fast, nil, nil, nil) {
 			if err := decodeJSON(got, &slow); err != nil || !reflect.DeepEqual(fast, slow) {
 				t.Fatalf("fast EVENT decoding of %s:\n%+v\n%+v (%v)", got, fast, slow, err)
 			}
