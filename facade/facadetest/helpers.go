@@ -37,8 +37,9 @@ func names(t testing.TB) (topic, group string) {
 
 // received is one delivery seen by a collector.
 type received struct {
-	e *facade.EventRecord
-	d facade.Delivery
+	e  *facade.EventRecord
+	d  facade.Delivery
+	at time.Time // when the handler was called
 }
 
 // collector gathers deliveries; its handler returns what fail says.
@@ -55,11 +56,12 @@ func (c *collector) handle(_ context.Context, d facade.Delivery) error {
 	c.mu.Lock()
 	f := c.fail
 	c.mu.Unlock()
+	at := time.Now()
 	var err error
 	if f != nil {
 		err = f(e, d)
 	}
-	c.ch <- received{e, d}
+	c.ch <- received{e, d, at}
 	return err
 }
 
