@@ -57,3 +57,38 @@ func TestStopSendsHandlersAcks(t *testing.T) {
 		return nil
 	})
 }
+
+// Handler calls run concurrently up to MaxInFlight: a call that waits for
+// all the others holds none of them back, whichever goroutine runs it.
+func TestHandlersRunConcurrently(t *testing.T) {
+	b, _ := newBus(t, jetstream.Config{})
+	const n = 50
+	for range n {
+		pub(t, b, "workers.t", `1`, "")
+	}
+	var started atomic.Int64
+	all := make(chan struct{})
+	var done atomic.Int64
+	sub, err := b.Subscribe(t.Context(), "workers.t", "g", func(ctx context.Context, _ facade.Delivery) error {
+		if started.Add(1) == n {
+			close(all)
+		}
+		select {
+		case <-all:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		done.Add(1)
+		return nil
+	}, facade.SubscribeOptions{From: facade.FromEarliest, MaxInFlight: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop(context.Background())
+	testutil.CheckFor(t, 10*time.Second, func() error {
+		if got := done.Load(); got < n {
+			return fmt.Errorf("%d of %d handlers returned (%d started)", got, n, started.Load())
+		}
+		return nil
+	})
+}
