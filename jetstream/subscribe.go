@@ -38,6 +38,7 @@ type subscription struct {
 	done         chan struct{}  // closed when run returns
 	hwg          sync.WaitGroup // handler calls dispatched and not returned
 	obs          GroupObserver
+	timed        bool // obs observes durations: worth reading the clock for
 
 	pool workers // runs the handler calls
 
@@ -214,6 +215,8 @@ func (b *Bus) subscribeOne(ctx context.Context, topic, group string, handler fac
 		idle: make(chan struct{}, 1),
 		obs:  b.cfg.Observer.Group(topic, group),
 	}
+	_, untimed := s.obs.(nopObserver)
+	s.timed = !untimed
 	s.groupAckWait.Store(int64(cons.CachedInfo().Config.AckWait))
 	s.retry.Store(&retry)
 	s.pool.init(s)
@@ -485,6 +488,9 @@ func (s *subscription) handle(d *delivery) {
 
 // timedCall runs d's handler and observes how long it took.
 func (s *subscription) timedCall(d *delivery) error {
+	if !s.timed {
+		return s.call(d)
+	}
 	t0 := time.Now()
 	err := s.call(d)
 	s.obs.Handled(time.Since(t0))
@@ -520,7 +526,9 @@ func (s *subscription) ack(d *delivery) error {
 		s.b.log.Warn("ack", "topic", s.ti.topic, "group", s.group, "id", d.rec.ID, "err", err)
 		return fmt.Errorf("ack %s: %w", d.rec.ID, translate(err))
 	}
-	s.obs.Acked(time.Since(time.UnixMilli(d.rec.TS)))
+	if s.timed {
+		s.obs.Acked(time.Since(time.UnixMilli(d.rec.TS)))
+	}
 	s.b.released.forget(d.key)
 	if s.order != nil {
 		s.order.done(d)
