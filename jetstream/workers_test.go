@@ -92,3 +92,31 @@ func TestHandlersRunConcurrently(t *testing.T) {
 		return nil
 	})
 }
+
+// Every delivery reaches its handler while workers come and go: calls of
+// mixed lengths keep some workers busy, others idle or ending.
+func TestWorkersChurn(t *testing.T) {
+	b, _ := newBus(t, jetstream.Config{})
+	const n = 2000
+	for i := range n {
+		pub(t, b, "workers.churn", fmt.Sprint(i), "")
+	}
+	var done atomic.Int64
+	sub, err := b.Subscribe(t.Context(), "workers.churn", "g", func(_ context.Context, d facade.Delivery) error {
+		if d.Event().Seq%50 == 0 {
+			time.Sleep(2 * time.Millisecond) // a long call now and then
+		}
+		done.Add(1)
+		return nil
+	}, facade.SubscribeOptions{From: facade.FromEarliest, MaxInFlight: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop(context.Background())
+	testutil.CheckFor(t, 30*time.Second, func() error {
+		if got := done.Load(); got < n {
+			return fmt.Errorf("%d of %d handled", got, n)
+		}
+		return nil
+	})
+}
