@@ -166,25 +166,10 @@ func fromMsg(subject string, h nats.Header, data []byte, seq uint64, stored time
 		if ts, err := strconv.ParseInt(h.Get(HeaderTS), 10, 64); err == nil && ts > 0 {
 			e.TS = ts
 		}
-		e.SID = h.Get(HeaderSID)
-		if p := h.Get(HeaderPartition); p != "" {
-			if n, err := strconv.Atoi(p); err == nil {
-				e.Partition = &n
-			}
-		}
-		if v := h.Get(HeaderHeaders); v != "" {
-			_ = json.Unmarshal([]byte(v), &e.Headers)
-		}
-		if v := h.Get(HeaderTags); v != "" {
-			_ = json.Unmarshal([]byte(v), &e.Tags)
-		}
-		if v := h.Get(HeaderCausedBy); v != "" {
-			_ = json.Unmarshal([]byte(v), &e.CausedBy)
-		}
-		e.Trace = traceFrom(h)
-		if isTombstone(h) {
-			e.Deleted = true
-			data = nil // a tombstone's payload is null
+		// Most events carry the id and the time only: nothing else to
+		// look up.
+		if len(h) != 2 || h[HeaderID] == nil || h[HeaderTS] == nil {
+			data = readOptional(e, h, data)
 		}
 	}
 	if e.ID == "" {
@@ -202,6 +187,32 @@ func fromMsg(subject string, h nats.Header, data []byte, seq uint64, stored time
 	// payload as it is.
 	e.Payload = foreignPayload(data, e)
 	return e
+}
+
+// readOptional reads the envelope's optional headers into e; the data
+// that is its payload (nil for a tombstone).
+func readOptional(e *facade.EventRecord, h nats.Header, data []byte) []byte {
+	e.SID = h.Get(HeaderSID)
+	if p := h.Get(HeaderPartition); p != "" {
+		if n, err := strconv.Atoi(p); err == nil {
+			e.Partition = &n
+		}
+	}
+	if v := h.Get(HeaderHeaders); v != "" {
+		_ = json.Unmarshal([]byte(v), &e.Headers)
+	}
+	if v := h.Get(HeaderTags); v != "" {
+		_ = json.Unmarshal([]byte(v), &e.Tags)
+	}
+	if v := h.Get(HeaderCausedBy); v != "" {
+		_ = json.Unmarshal([]byte(v), &e.CausedBy)
+	}
+	e.Trace = traceFrom(h)
+	if isTombstone(h) {
+		e.Deleted = true
+		data = nil // a tombstone's payload is null
+	}
+	return data
 }
 
 // topicKey splits a stored subject into the topic and key of its event.

@@ -87,7 +87,9 @@ func (d *delivery) finish(to deliveryState) error {
 	if to != settled && f != nil {
 		go f()
 	}
-	d.s.b.expiry.remove(d)
+	if d.s.opts.ManualAck {
+		d.s.b.expiry.remove(d) // only ManualAck deliveries are timed there
+	}
 	d.s.release(d)
 	return nil
 }

@@ -242,10 +242,7 @@ func (o *keyOrder) launch(d *delivery) {
 		s.handle(d)
 		return
 	}
-	go func() {
-		defer s.hwg.Done()
-		s.handle(d)
-	}()
+	s.dispatch(d)
 }
 
 // keepAlive keeps the leases of parked events from running out at the

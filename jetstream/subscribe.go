@@ -35,10 +35,12 @@ type subscription struct {
 	// (it only grows): when it is longer than the member's own ack
 	// timeout, an expired delivery is handed back at once.
 	groupAckWait atomic.Int64
-	done         chan struct{} // closed when run returns
-	hwg          sync.WaitGroup
-	acks         acker // sends the acks of handlers' results
+	done         chan struct{}  // closed when run returns
+	hwg          sync.WaitGroup // handler calls dispatched and not returned
 	obs          GroupObserver
+	timed        bool // obs observes durations: worth reading the clock for
+
+	pool workers // runs the handler calls
 
 	mu       sync.Mutex
 	held     map[uint64]*delivery // deliveries made and not settled, by stream sequence
@@ -213,9 +215,11 @@ func (b *Bus) subscribeOne(ctx context.Context, topic, group string, handler fac
 		idle: make(chan struct{}, 1),
 		obs:  b.cfg.Observer.Group(topic, group),
 	}
+	_, untimed := s.obs.(nopObserver)
+	s.timed = !untimed
 	s.groupAckWait.Store(int64(cons.CachedInfo().Config.AckWait))
 	s.retry.Store(&retry)
-	s.acks.s = s
+	s.pool.init(s)
 	if groupOrder(cons.CachedInfo().Config) == facade.OrderByKey {
 		s.order = newKeyOrder(s)
 	}
@@ -321,12 +325,13 @@ func (s *subscription) run(cc jetstream.ConsumeContext) {
 
 // onMsg runs on the pull loop's goroutine, one message at a time.
 func (s *subscription) onMsg(msg jetstream.Msg) {
-	meta, err := msg.Metadata()
-	if err != nil {
+	var meta jetstream.MsgMetadata
+	if !ackMeta(msg.Reply(), &meta) {
+		_, err := msg.Metadata()
 		s.b.log.Error("message without metadata", "topic", s.ti.topic, "err", err)
 		return
 	}
-	key := keyOf(meta)
+	key := keyOf(&meta)
 	if s.pullCtx.Err() != nil {
 		// Stopping: hand buffered events back at once, uncounted.
 		s.b.released.add(key)
@@ -334,20 +339,24 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 		return
 	}
 	if s.order != nil {
-		s.order.takeOver(s.pullCtx, msg, meta)
+		m := meta
+		s.order.takeOver(s.pullCtx, msg, &m)
 	}
 	t0 := time.Now()
 	s.queuedMu.Lock()
 	queued := s.queued.sum
 	s.queuedMu.Unlock()
+	var end time.Time // when the callback ends, if known before it returns
 	defer func() {
-		took := time.Since(t0)
+		if end.IsZero() {
+			end = time.Now()
+		}
 		s.queuedMu.Lock()
-		s.queued.add(took, s.opts.BatchSize)
+		s.queued.add(end.Sub(t0), s.opts.BatchSize)
 		s.queuedMu.Unlock()
 	}()
 	rec := fromMsg(msg.Subject(), msg.Headers(), msg.Data(), meta.Sequence.Stream, meta.Timestamp)
-	d := &delivery{s: s, msg: msg, rec: rec, key: key, attempt: s.b.released.attempt(meta), hidx: -1}
+	d := &delivery{s: s, msg: msg, rec: rec, key: key, attempt: s.b.released.attempt(&meta), hidx: -1}
 	if d.attempt > s.opts.MaxAttempts {
 		// The last attempt's deadline passed.
 		if s.order != nil {
@@ -375,7 +384,8 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 		_ = msg.Nak()
 		return
 	}
-	waited := time.Since(t0)
+	now := time.Now()
+	waited := now.Sub(t0)
 	s.obs.Waited(waited)
 	if queued+waited > s.opts.AckTimeout()/10 {
 		// Its ack clock may have run for long while it waited in the
@@ -384,7 +394,6 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 		// start it again, so the handler gets the whole ack timeout.
 		_ = msg.InProgress()
 	}
-	now := time.Now()
 	deadline := now.Add(s.opts.AckTimeout())
 	d.deadline = deadline // not shared yet
 	d.store = now.Add(time.Duration(s.groupAckWait.Load()))
@@ -410,10 +419,14 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 	}
 	s.hwg.Add(1)
 	s.mu.Unlock()
-	go func() {
-		defer s.hwg.Done()
-		s.handle(d)
-	}()
+	end = now // the rest of the callback is short beside a wait for a slot
+	s.dispatch(d)
+}
+
+// dispatch runs d's handler on one of s's workers. The caller counted d
+// in s.hwg.
+func (s *subscription) dispatch(d *delivery) {
+	s.pool.submit(d)
 }
 
 // admit takes a slot for d, waiting while MaxInFlight deliveries are out.
@@ -428,6 +441,14 @@ func (s *subscription) admit(d *delivery) bool {
 		s.mu.Unlock()
 		old.supersede()
 		return true
+	}
+	select {
+	case s.sem <- struct{}{}: // a free slot: no second round on the lock
+		s.held[d.rec.Seq] = d
+		s.mu.Unlock()
+		s.obs.InFlight(1)
+		return true
+	default:
 	}
 	s.mu.Unlock()
 	select {
@@ -462,18 +483,28 @@ func (s *subscription) release(d *delivery) {
 }
 
 func (s *subscription) handle(d *delivery) {
+	s.settle(d, s.timedCall(d))
+}
+
+// timedCall runs d's handler and observes how long it took.
+func (s *subscription) timedCall(d *delivery) error {
+	if !s.timed {
+		return s.call(d)
+	}
 	t0 := time.Now()
 	err := s.call(d)
 	s.obs.Handled(time.Since(t0))
+	return err
+}
+
+// settle acks or nacks d as its handler's err says (a ManualAck handler
+// that returned nil leaves it to the caller).
+func (s *subscription) settle(d *delivery, err error) {
 	if s.opts.ManualAck && err == nil {
 		return // the caller settles it
 	}
 	if err == nil {
-		// Settled already by the handler, or acked by s.acks (or here,
-		// once it closed).
-		if d.finish(settled) == nil && !s.acks.add(d) {
-			_ = s.ack(d)
-		}
+		_ = d.Ack(s.ctx) // settled already by the handler, or a lost ack: at least once
 		return
 	}
 	_ = d.Nack(s.ctx, err.Error())
@@ -495,7 +526,9 @@ func (s *subscription) ack(d *delivery) error {
 		s.b.log.Warn("ack", "topic", s.ti.topic, "group", s.group, "id", d.rec.ID, "err", err)
 		return fmt.Errorf("ack %s: %w", d.rec.ID, translate(err))
 	}
-	s.obs.Acked(time.Since(time.UnixMilli(d.rec.TS)))
+	if s.timed {
+		s.obs.Acked(time.Since(time.UnixMilli(d.rec.TS)))
+	}
 	s.b.released.forget(d.key)
 	if s.order != nil {
 		s.order.done(d)
@@ -567,8 +600,10 @@ func (s *subscription) stop(ctx context.Context, cause error) error {
 		s.mu.Unlock()
 		hdone := make(chan struct{})
 		go func() { s.hwg.Wait(); close(hdone) }()
+		s.pool.close()
 		select {
 		case <-hdone:
+			s.pool.wait() // the calls returned: the workers are ending
 		case <-ctx.Done():
 			s.stopErr = ctx.Err()
 		}
@@ -595,7 +630,6 @@ func (s *subscription) stop(ctx context.Context, cause error) error {
 				_ = d.msg.Nak()
 			}
 		}
-		s.acks.close()
 		if s.order != nil {
 			s.order.unpin(ctx)
 		}

@@ -99,3 +99,26 @@ func TestDeliverSpanSettlements(t *testing.T) {
 	}
 	t.Error("no span of the failed publish")
 }
+
+// The deliver span of an event whose handler returned nil ends with the
+// ack the bus sends for it.
+func TestDeliverSpanEndsOnAutoAck(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer tp.Shutdown(context.Background())
+	b, _ := newBus(t, jetstream.Config{TracerProvider: tp})
+	const topic = "trace.autoack"
+	pub(t, b, topic, `"a"`, "")
+	sub, err := b.Subscribe(t.Context(), topic, "g", func(context.Context, facade.Delivery) error { return nil },
+		facade.SubscribeOptions{From: facade.FromEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop(context.Background())
+	testutil.CheckFor(t, 5*time.Second, func() error {
+		if have := deliverEvents(exp, topic); !slices.Equal(have, []string{"ack"}) {
+			return fmt.Errorf("deliver spans ended with %v, want [ack]", have)
+		}
+		return nil
+	})
+}
