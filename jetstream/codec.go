@@ -166,9 +166,7 @@ func fromMsg(subject string, h nats.Header, data []byte, seq uint64, stored time
 		if ts, err := strconv.ParseInt(h.Get(HeaderTS), 10, 64); err == nil && ts > 0 {
 			e.TS = ts
 		}
-		// Most events carry the id and the time only: nothing else to
-		// look up.
-		if len(h) != 2 || h[HeaderID] == nil || h[HeaderTS] == nil {
+		if !onlyIDAndTime(h) {
 			data = readOptional(e, h, data)
 		}
 	}
@@ -187,6 +185,20 @@ func fromMsg(subject string, h nats.Header, data []byte, seq uint64, stored time
 	// payload as it is.
 	e.Payload = foreignPayload(data, e)
 	return e
+}
+
+// onlyIDAndTime reports whether h holds no header but the id and the
+// time, as most events do (a fresh publish carries the time alone): then
+// there is nothing else to look up.
+func onlyIDAndTime(h nats.Header) bool {
+	n := 0
+	if h[HeaderID] != nil {
+		n++
+	}
+	if h[HeaderTS] != nil {
+		n++
+	}
+	return len(h) == n
 }
 
 // readOptional reads the envelope's optional headers into e; the data
