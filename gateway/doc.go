@@ -30,7 +30,8 @@
 //     writer goroutine. A client whose queue is full is disconnected (4001)
 //     rather than waited for; its in-flight events are handed back. After
 //     its close frame the gateway reads (and drops) what the client still
-//     sends until the client's close frame, for at most a second, so that
+//     sends until the client's close frame (up to the write timeout while
+//     the client keeps sending, a second once it sends nothing), so that
 //     the last frames are not lost to a connection reset.
 //
 // Each connection has two goroutines, its reader and its writer, and, once

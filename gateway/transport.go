@@ -435,14 +435,17 @@ func (t *wsTransport) finish() {
 }
 
 // lingerTime bounds how long a connection whose close frame was written
-// waits for the client's.
+// waits for the client's while the client sends nothing.
 func (t *wsTransport) lingerTime() time.Duration { return min(t.wt, time.Second) }
 
 // linger ends the connection once the writer has returned and the session's
 // reader has stopped. After the close frame it reads on, discarding, until
 // the client answers with its own close frame (having sent all it had
-// sent before), the connection ends, or lingerTime passes; unless
-// peerDone says the reader already saw the end. Closing with frames unread
+// sent before), the connection ends, or the client sends nothing for
+// lingerTime; unless peerDone says the reader already saw the end. A
+// client that keeps sending is read for up to the write timeout: it is
+// alive, and its answer comes behind what it sent, which a loaded machine
+// may take more than lingerTime to read. Closing with frames unread
 // would make the kernel reset the connection, and a client may then lose
 // the frames still on their way to it (ERR, the close frame): it would see
 // 1006 and not know why it was closed.
@@ -457,8 +460,13 @@ func (t *wsTransport) linger(peerDone bool) {
 	t.ws.SetCloseHandler(func(int, string) error { return nil })
 	t.ws.SetPingHandler(func(string) error { return nil })
 	t.ws.SetPongHandler(func(string) error { return nil })
-	_ = t.ws.SetReadDeadline(time.Now().Add(t.lingerTime()))
+	end := time.Now().Add(t.wt)
 	for {
+		deadline := time.Now().Add(t.lingerTime())
+		if deadline.After(end) {
+			deadline = end
+		}
+		_ = t.ws.SetReadDeadline(deadline)
 		if _, _, err := t.ws.NextReader(); err != nil {
 			return
 		}

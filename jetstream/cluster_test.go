@@ -326,12 +326,18 @@ func TestPartitionedLeaderCannotAcknowledge(t *testing.T) {
 		})
 	}
 	waitMore(300)
-	leader := c.StreamLeader(ti.StreamName)
-	if leader < 0 {
-		t.Fatal("no stream leader")
-	}
+	// The leader as one look finds it: a loaded machine may be electing one
+	// (heartbeats missed), or answer the look after its own timeout.
+	leader := -1
+	testutil.CheckFor(t, 30*time.Second, func() error {
+		if leader = c.StreamLeader(ti.StreamName); leader < 0 {
+			return fmt.Errorf("stream %s has no leader", ti.StreamName)
+		}
+		return nil
+	})
 	// A client on the leader's side of the partition, connected to it alone.
-	mnc, err := nats.Connect(c.Nodes[leader].InsideURL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	mnc, err := nats.Connect(c.Nodes[leader].InsideURL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond),
+		nats.Timeout(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -247,12 +247,16 @@ func testOrderByKeyMemberCrash(t *testing.T, env Env) {
 		t.Fatal(err)
 	}
 	// A member that goes without unpinning the group (its connection
-	// dropped) keeps the pin for the group's pin timeout (15s by default):
-	// the other member pulls only after it, and a:0 comes back after the
-	// group's ack wait at most.
+	// dropped, or the unpin request failed) keeps the pin for the group's
+	// pin timeout (15s by default): the other member pulls only after it.
+	// Taking over, that member fences the keys the old one may still hold
+	// until their events come back, and for at most the group's ack wait
+	// plus the pin timeout (20s) when it could not read the pending window
+	// (a request timing out on a loaded machine, 5s). That is 40s before
+	// a:0 may start; the wait allows twice that.
 	var got []string
 	for len(ofKey(got, "a")) < 2 {
-		r := c.nextWithin(t, 45*time.Second)
+		r := c.nextWithin(t, 80*time.Second)
 		got = append(got, fmt.Sprintf("%s:%d", r.e.Key, num(t, r.e)))
 		if r.e.Key == "a" && num(t, r.e) == 0 {
 			c.quiet(t, 200*time.Millisecond) // a:1 waits for a:0

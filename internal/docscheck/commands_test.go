@@ -84,12 +84,17 @@ wait_ready() {
   echo "the hub did not get ready:" >&2; cat hub.log >&2; return 1
 }
 `)
+	// One pass over the text: a free port that begins like a documented
+	// one (42221 and 4222) must not be replaced again, into a port number
+	// curl refuses (exit 3, malformed URL).
+	var pairs []string
+	for _, from := range []string{"8081", "8082", "8090", "4222"} {
+		to := strconv.Itoa(e.ports[from])
+		pairs = append(pairs, "127.0.0.1:"+from, "127.0.0.1:"+to, "localhost:"+from, "localhost:"+to)
+	}
+	ports := strings.NewReplacer(pairs...)
 	for _, block := range blocks {
-		text := strings.ReplaceAll(block, "\\\n", " ")
-		for _, from := range []string{"8081", "8082", "8090", "4222"} {
-			text = strings.ReplaceAll(text, "127.0.0.1:"+from, "127.0.0.1:"+strconv.Itoa(e.ports[from]))
-			text = strings.ReplaceAll(text, "localhost:"+from, "localhost:"+strconv.Itoa(e.ports[from]))
-		}
+		text := ports.Replace(strings.ReplaceAll(block, "\\\n", " "))
 		// A transcript ("$ command", then its output) runs its commands.
 		transcript := transcriptLine.MatchString(text)
 	lines:

@@ -29,10 +29,11 @@ var ErrNoNetns = errors.New("natstest: no network namespaces")
 // killed (-9), stopped, started and restarted one at a time; each keeps its
 // ports and store across restarts.
 type Cluster struct {
-	t     testing.TB
-	bin   string
-	cfg   ClusterConfig
-	Nodes []*Node
+	t       testing.TB
+	bin     string
+	cfg     ClusterConfig
+	cleanup bool // the nodes are killed at cleanup
+	Nodes   []*Node
 }
 
 // Node is one server of a Cluster.
@@ -44,6 +45,7 @@ type Node struct {
 	net                   *nodeNet // nil: the node is on the machine's loopback
 	mu                    sync.Mutex
 	cmd                   *exec.Cmd
+	exited                chan struct{} // closed once cmd has exited
 	log                   *testutil.Buffer
 }
 
@@ -62,23 +64,43 @@ type ClusterConfig struct {
 }
 
 // StartClusterWith starts n nodes with cfg, as StartCluster does.
+//
+// The nodes' ports are found free and then bound by the nodes, and another
+// process of a busy machine may take one in between: a node that cannot
+// bind its port exits, and the cluster is then started again, on other
+// ports and with empty stores.
 func StartClusterWith(t testing.TB, n int, cfg ClusterConfig) *Cluster {
 	t.Helper()
 	c := newCluster(t, n)
 	c.cfg = cfg
-	for _, nd := range c.Nodes {
-		nd.ClientPort, nd.RoutePort = freePort(t), freePort(t)
+	for attempt := 1; ; attempt++ {
+		for _, nd := range c.Nodes {
+			nd.ClientPort, nd.RoutePort = freePort(t), freePort(t)
+		}
+		var routes []string
+		for _, nd := range c.Nodes {
+			routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", nd.RoutePort))
+		}
+		for _, nd := range c.Nodes {
+			c.writeConf(nd, fmt.Sprintf("127.0.0.1:%d", nd.ClientPort), fmt.Sprintf("127.0.0.1:%d", nd.RoutePort), routes, false)
+		}
+		err := c.startAll()
+		if err == nil {
+			return c
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 5 {
+			t.Fatal(err)
+		}
+		t.Logf("%v; starting the cluster again on other ports", err)
+		for i, nd := range c.Nodes {
+			c.Kill(i)
+			nd.Dir = t.TempDir()
+		}
 	}
-	var routes []string
-	for _, nd := range c.Nodes {
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", nd.RoutePort))
-	}
-	for _, nd := range c.Nodes {
-		c.writeConf(nd, fmt.Sprintf("127.0.0.1:%d", nd.ClientPort), fmt.Sprintf("127.0.0.1:%d", nd.RoutePort), routes, false)
-	}
-	c.startAll()
-	return c
 }
+
+// errPortTaken: a node exited because its port was taken.
+var errPortTaken = errors.New("natstest: a node's port was taken")
 
 func newCluster(t testing.TB, n int) *Cluster {
 	c := &Cluster{t: t, bin: Binary(t)}
@@ -116,17 +138,22 @@ jetstream {
 	}
 }
 
-func (c *Cluster) startAll() {
+// startAll starts every node and waits until they are ready. The nodes
+// are killed at cleanup.
+func (c *Cluster) startAll() error {
 	c.t.Helper()
+	if !c.cleanup {
+		c.cleanup = true
+		c.t.Cleanup(func() {
+			for i := range c.Nodes {
+				c.Kill(i)
+			}
+		})
+	}
 	for i := range c.Nodes {
 		c.startNode(i)
 	}
-	c.t.Cleanup(func() {
-		for i := range c.Nodes {
-			c.Kill(i)
-		}
-	})
-	c.WaitReady()
+	return c.waitReady()
 }
 
 // URL lists every node's client URL, for a client that fails over.
@@ -158,6 +185,12 @@ func (c *Cluster) startNode(i int) {
 	if err := nd.cmd.Start(); err != nil {
 		c.t.Fatalf("natstest: start %s: %v", nd.Name, err)
 	}
+	cmd, exited := nd.cmd, make(chan struct{})
+	nd.exited = exited
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
 }
 
 // Start starts node i again (same ports and store).
@@ -184,7 +217,7 @@ func (c *Cluster) signal(i int, sig syscall.Signal) {
 	}
 	_ = nd.cmd.Process.Signal(syscall.SIGCONT) // a paused node cannot act on SIGTERM
 	_ = nd.cmd.Process.Signal(sig)
-	_ = nd.cmd.Wait()
+	<-nd.exited
 	nd.cmd = nil
 }
 
@@ -215,22 +248,49 @@ func (c *Cluster) Running(i int) bool {
 // WaitReady waits until JetStream answers through every running node.
 func (c *Cluster) WaitReady() {
 	c.t.Helper()
-	for i, nd := range c.Nodes {
-		if !c.Running(i) {
+	if err := c.waitReady(); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// readyTimeout bounds how long a node may take to answer for JetStream: a
+// node that starts, or rejoins, on a loaded machine first catches up with
+// its peers, which can take tens of seconds.
+const readyTimeout = 90 * time.Second
+
+// waitReady is WaitReady, returning why a node is not ready: it exited
+// (errPortTaken when its port was taken), or readyTimeout passed.
+func (c *Cluster) waitReady() error {
+	for _, nd := range c.Nodes {
+		nd.mu.Lock()
+		exited := nd.exited
+		running := nd.cmd != nil
+		nd.mu.Unlock()
+		if !running {
 			continue
 		}
-		deadline := time.Now().Add(30 * time.Second)
+		deadline := time.Now().Add(readyTimeout)
 		for {
 			err := jsReady(nd.URL())
 			if err == nil {
 				break
 			}
+			select {
+			case <-exited:
+				log := nd.Log()
+				if strings.Contains(log, "address already in use") {
+					return fmt.Errorf("natstest: %s exited: %w", nd.Name, errPortTaken)
+				}
+				return fmt.Errorf("natstest: %s exited: %w\n%s", nd.Name, err, log)
+			default:
+			}
 			if time.Now().After(deadline) {
-				c.t.Fatalf("natstest: %s: JetStream not ready: %v\n%s", nd.Name, err, nd.Log())
+				return fmt.Errorf("natstest: %s: JetStream not ready within %v: %w\n%s", nd.Name, readyTimeout, err, nd.Log())
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
+	return nil
 }
 
 func jsReady(url string) error {

@@ -107,7 +107,9 @@ func StartPartitionableCluster(t testing.TB, n int) (*Cluster, error) {
 		t.Cleanup(nd.net.inside.close)
 		nd.ClientPort = nd.net.outside.port()
 	}
-	c.startAll()
+	if err := c.startAll(); err != nil {
+		t.Fatal(err)
+	}
 	return c, nil
 }
 
