@@ -293,6 +293,21 @@ func TestExpiredCredentialsAreTerminal(t *testing.T) {
 	}
 }
 
+// concurrency counts the handler calls running at once and the most seen.
+type concurrency struct{ running, most atomic.Int32 }
+
+func (c *concurrency) enter() {
+	r := c.running.Add(1)
+	for {
+		m := c.most.Load()
+		if r <= m || c.most.CompareAndSwap(m, r) {
+			return
+		}
+	}
+}
+
+func (c *concurrency) leave() { c.running.Add(-1) }
+
 // TestHandlersRunConcurrently: events that arrive together run their
 // handlers at once, up to MaxInFlight, even when each handler blocks (a
 // burst does not wait behind the first handler); never more than
@@ -308,21 +323,16 @@ func TestHandlersRunConcurrently(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var running, most, handled atomic.Int32
+	var calls concurrency
+	var handled atomic.Int32
 	release := make(chan struct{})
 	var once sync.Once
 	free := func() { once.Do(func() { close(release) }) }
 	defer free() // a failing check must not leave handlers blocked
 	unsub, err := c.Subscribe(ctx, "cl.conc", "g", func(context.Context, facade.Delivery) error {
-		r := running.Add(1)
-		for {
-			m := most.Load()
-			if r <= m || most.CompareAndSwap(m, r) {
-				break
-			}
-		}
+		calls.enter()
 		<-release
-		running.Add(-1)
+		calls.leave()
 		handled.Add(1)
 		return nil
 	}, facade.SubscribeOptions{From: facade.FromEarliest, MaxInFlight: window})
@@ -331,7 +341,7 @@ func TestHandlersRunConcurrently(t *testing.T) {
 	}
 	defer unsub.Stop(ctx)
 	testutil.CheckFor(t, 5*time.Second, func() error {
-		if r := running.Load(); r != window {
+		if r := calls.running.Load(); r != window {
 			return fmt.Errorf("%d handlers running, want %d", r, window)
 		}
 		return nil
@@ -343,7 +353,7 @@ func TestHandlersRunConcurrently(t *testing.T) {
 		}
 		return nil
 	})
-	if m := most.Load(); m != window {
+	if m := calls.most.Load(); m != window {
 		t.Fatalf("at most %d handlers ran at once, want %d", m, window)
 	}
 }
@@ -353,7 +363,7 @@ func TestHandlersRunConcurrently(t *testing.T) {
 // MaxInFlight, although only one worker is started for the burst.
 func TestBurstGetsWorkers(t *testing.T) {
 	const n, window = 12, 5
-	var running, most atomic.Int32
+	var calls concurrency
 	release := make(chan struct{})
 	var once sync.Once
 	free := func() { once.Do(func() { close(release) }) }
@@ -366,15 +376,9 @@ func TestBurstGetsWorkers(t *testing.T) {
 		opts: facade.SubscribeOptions{MaxInFlight: window}.WithDefaults(),
 		idle: make(chan struct{}, 1), done: make(chan struct{}), held: map[*delivery]struct{}{},
 		handler: func(context.Context, facade.Delivery) error {
-			r := running.Add(1)
-			for {
-				m := most.Load()
-				if r <= m || most.CompareAndSwap(m, r) {
-					break
-				}
-			}
+			calls.enter()
 			<-release
-			running.Add(-1)
+			calls.leave()
 			return nil
 		},
 	}
@@ -387,7 +391,7 @@ func TestBurstGetsWorkers(t *testing.T) {
 		c.dispatch(cn, f, now)
 	}
 	testutil.CheckFor(t, 5*time.Second, func() error {
-		if r := running.Load(); r != window {
+		if r := calls.running.Load(); r != window {
 			return fmt.Errorf("%d handlers running, want %d", r, window)
 		}
 		return nil
@@ -401,7 +405,7 @@ func TestBurstGetsWorkers(t *testing.T) {
 		}
 	}
 	s.wg.Wait()
-	if m := most.Load(); m != window {
+	if m := calls.most.Load(); m != window {
 		t.Fatalf("at most %d handlers ran at once, want %d", m, window)
 	}
 }
