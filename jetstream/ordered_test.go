@@ -215,9 +215,8 @@ func TestOrderedTakeOverAfterCrash(t *testing.T) {
 	if _, err := a.Subscribe(t.Context(), topic, group, k.handler(t, "a", hold), opts); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Subscribe(t.Context(), topic, group, k.handler(t, "b", work), opts); err != nil {
-		t.Fatal(err)
-	}
+	// b joins once a holds the keys: joined together, either may be the
+	// first to pull, and so the one the group pins.
 	publishKeyed(t, b, topic, keys, 0, 2)
 	testutil.CheckFor(t, 10*time.Second, func() error {
 		if n := k.held("a"); n != len(keys) {
@@ -225,6 +224,9 @@ func TestOrderedTakeOverAfterCrash(t *testing.T) {
 		}
 		return nil
 	})
+	if _, err := b.Subscribe(t.Context(), topic, group, k.handler(t, "b", work), opts); err != nil {
+		t.Fatal(err)
+	}
 	k.crash("a")
 	crashed := time.Now()
 	nca.Close()
@@ -268,9 +270,8 @@ func TestOrderedLostPinWhileRunning(t *testing.T) {
 	if _, err := a.Subscribe(t.Context(), topic, group, k.handler(t, "a", hold), opts); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Subscribe(t.Context(), topic, group, k.handler(t, "b", work), opts); err != nil {
-		t.Fatal(err)
-	}
+	// b joins once a holds the keys: joined together, either may be the
+	// first to pull, and so the one the group pins.
 	publishKeyed(t, b, topic, keys, 0, 3)
 	testutil.CheckFor(t, 10*time.Second, func() error {
 		if n := k.held("a"); n != len(keys) {
@@ -278,6 +279,9 @@ func TestOrderedLostPinWhileRunning(t *testing.T) {
 		}
 		return nil
 	})
+	if _, err := b.Subscribe(t.Context(), topic, group, k.handler(t, "b", work), opts); err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 	g, err := a.Admin().Group(ctx, topic, group)
 	if err != nil {
