@@ -184,14 +184,20 @@ const curlShim = `#!/bin/sh
 exec "$REAL_CURL" --max-time "${CURL_MAX_TIME:-20}" -w '%{stderr}%{http_code} %{url_effective}\n' "$@" 2>>"$CURL_STATUS_LOG"
 `
 
-func freePort(t *testing.T) int {
+// freePorts returns n distinct ports free just now: each is held until all
+// are chosen, so the system cannot hand out one of them twice.
+func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ports := make([]int, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return ports
 }
 
 // TestDocsCommands runs the shell commands of README.md and docs/ as they
@@ -253,8 +259,9 @@ func TestDocsCommands(t *testing.T) {
 	skipLines := map[string]string{"./scripts/test": "the whole suite"}
 
 	fresh := func() {
-		for _, p := range []string{"8081", "8082", "8090", "4222"} {
-			e.ports[p] = freePort(t)
+		documented := []string{"8081", "8082", "8090", "4222"}
+		for i, port := range freePorts(t, len(documented)) {
+			e.ports[documented[i]] = port
 		}
 	}
 	check := func(t *testing.T, what string, ok bool, stdout, stderr string) {
