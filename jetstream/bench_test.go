@@ -15,6 +15,7 @@ import (
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/benchcmp"
 	"github.com/eventhub/eventhub/internal/natstest"
 	"github.com/eventhub/eventhub/jetstream"
 )
@@ -263,17 +264,6 @@ func rawConsume(b *testing.B, js njs.JetStream, durable, subject string, n int) 
 	if err != nil {
 		b.Fatal(err)
 	}
-	var got atomic.Int64
-	done := make(chan struct{})
-	cc, err := cons.Consume(func(m njs.Msg) {
-		_ = m.Ack()
-		if got.Add(1) == int64(n) {
-			close(done)
-		}
-	}, njs.PullMaxMessages(100))
-	if err != nil {
-		b.Fatal(err)
-	}
-	<-done
+	cc := benchcmp.RawConsumeN(b, cons, n, njs.PullMaxMessages(100))
 	cc.Stop()
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/benchcmp"
 	"github.com/eventhub/eventhub/internal/natstest"
 	"github.com/eventhub/eventhub/jetstream"
 )
@@ -217,63 +217,21 @@ func BenchmarkClusterConsumeAck(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					var got atomic.Int64
-					done := make(chan struct{})
-					cc, err := cons.Consume(func(m njs.Msg) {
-						_ = m.Ack()
-						if got.Add(1) == int64(n) {
-							close(done)
-						}
-					})
-					if err != nil {
-						b.Fatal(err)
-					}
-					<-done
-					waitAckFloor(b, cons, uint64(n))
+					cc := benchcmp.RawConsumeN(b, cons, n)
+					benchcmp.WaitAckFloor(ctx, b, cons, uint64(n))
 					cc.Stop()
 				},
 				func(n int) {
 					round++
 					group := fmt.Sprintf("hub%d", round)
-					var got atomic.Int64
-					done := make(chan struct{})
-					unsub, err := env.bus.Subscribe(ctx, "bench.consume", group,
-						func(context.Context, facade.Delivery) error {
-							if got.Add(1) == int64(n) {
-								close(done)
-							}
-							return nil
-						}, facade.SubscribeOptions{From: facade.FromEarliest})
-					if err != nil {
-						b.Fatal(err)
-					}
-					<-done
+					unsub := benchcmp.ConsumeN(ctx, b, env.bus, "bench.consume", group, n)
 					cons, err := ti.Stream.Consumer(ctx, ti.ConsumerName(group))
 					if err != nil {
 						b.Fatal(err)
 					}
-					waitAckFloor(b, cons, uint64(n))
+					benchcmp.WaitAckFloor(ctx, b, cons, uint64(n))
 					_ = unsub.Stop(ctx)
 				})
 		})
-	}
-}
-
-// waitAckFloor returns once the server has registered the acks of every
-// event up to stream sequence seq (the streams start at 1 and hold only the
-// benchmark's events).
-func waitAckFloor(b *testing.B, cons njs.Consumer, seq uint64) {
-	deadline := time.Now().Add(time.Minute)
-	for {
-		info, err := cons.Info(context.Background())
-		if err != nil {
-			b.Fatal(err)
-		}
-		if info.AckFloor.Stream >= seq {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("ack floor %d, want %d", info.AckFloor.Stream, seq)
-		}
 	}
 }

@@ -3,9 +3,7 @@ package watermill_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	wmjs "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/jetstream"
@@ -15,6 +13,7 @@ import (
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/benchcmp"
 	"github.com/eventhub/eventhub/internal/natstest"
 	"github.com/eventhub/eventhub/jetstream"
 )
@@ -149,33 +148,6 @@ func benchConsumeAck(b *testing.B, size int) {
 		}
 		return cons
 	}
-	// waitFloor polls until floor() reaches seq, in steps short beside a
-	// pass (testutil.CheckFor's 10 ms would be a tenth of one).
-	waitFloor := func(seq uint64, floor func() (uint64, error)) {
-		deadline := time.Now().Add(time.Minute)
-		for {
-			f, err := floor()
-			if err != nil {
-				b.Fatal(err)
-			}
-			if f >= seq {
-				return
-			}
-			if time.Now().After(deadline) {
-				b.Fatalf("ack floor %d, want %d", f, seq)
-			}
-			time.Sleep(200 * time.Microsecond)
-		}
-	}
-	consumerFloor := func(cons njs.Consumer) func() (uint64, error) {
-		return func() (uint64, error) {
-			info, err := cons.Info(ctx)
-			if err != nil {
-				return 0, err
-			}
-			return info.AckFloor.Stream, nil
-		}
-	}
 	watermillRun := func(ackAsync bool) func(n int) {
 		return func(n int) {
 			need(n)
@@ -197,7 +169,7 @@ func benchConsumeAck(b *testing.B, size int) {
 			for range n {
 				(<-msgs).Ack()
 			}
-			waitFloor(uint64(n), consumerFloor(cons))
+			benchcmp.WaitAckFloor(ctx, b, cons, uint64(n))
 			// Delete the consumer before ending the subscription: a
 			// Watermill subscription ended by its ctx closes its output
 			// channel while its consumer may still deliver (the events
@@ -215,41 +187,19 @@ func benchConsumeAck(b *testing.B, size int) {
 		contestant{Name: "raw", Run: func(n int) {
 			need(n)
 			cons := newConsumer("RAW", "raw.consume")
-			var got atomic.Int64
-			done := make(chan struct{})
-			cc, err := cons.Consume(func(m njs.Msg) {
-				_ = m.Ack()
-				if got.Add(1) == int64(n) {
-					close(done)
-				}
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-			<-done
-			waitFloor(uint64(n), consumerFloor(cons))
+			cc := benchcmp.RawConsumeN(b, cons, n)
+			benchcmp.WaitAckFloor(ctx, b, cons, uint64(n))
 			cc.Stop()
 		}},
 		contestant{Name: "hub", Run: func(n int) {
 			need(n)
 			round++
 			group := fmt.Sprintf("hub%d", round)
-			var got atomic.Int64
-			done := make(chan struct{})
-			unsub, err := env.bus.Subscribe(ctx, "bench.consume", group,
-				func(context.Context, facade.Delivery) error {
-					if got.Add(1) == int64(n) {
-						close(done)
-					}
-					return nil
-				}, facade.SubscribeOptions{From: facade.FromEarliest})
-			if err != nil {
-				b.Fatal(err)
-			}
-			<-done
+			unsub := benchcmp.ConsumeN(ctx, b, env.bus, "bench.consume", group, n)
 			// Its group's consumer, polled as the others' are (GetCursor
 			// would read the event at the ack floor on every poll too).
 			if hubTopic == nil {
+				var err error
 				if hubTopic, err = env.bus.LookupTopic(ctx, "bench.consume"); err != nil {
 					b.Fatal(err)
 				}
@@ -258,7 +208,7 @@ func benchConsumeAck(b *testing.B, size int) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			waitFloor(uint64(n), consumerFloor(cons))
+			benchcmp.WaitAckFloor(ctx, b, cons, uint64(n))
 			_ = unsub.Stop(ctx)
 		}},
 		contestant{Name: "watermill", Run: watermillRun(true)},
