@@ -197,6 +197,28 @@ func TestOrderedHandOverBetweenHubs(t *testing.T) {
 	k.waitDone(t, keys, perKey)
 }
 
+// pinToA subscribes hub a to the ordered group, publishes events 0 to
+// perKey-1 of every key and waits until a's handler (hold) holds every key;
+// then hub b joins with a handler that works. b joins only then: joined
+// together, either may be the first to pull, and so the one the group pins.
+func pinToA(t *testing.T, a, b *jetstream.Bus, topic, group string, keys []string, perKey int, k *keyTracker,
+	hold func(ctx context.Context, key string, n int) bool, opts facade.SubscribeOptions) {
+	t.Helper()
+	if _, err := a.Subscribe(t.Context(), topic, group, k.handler(t, "a", hold), opts); err != nil {
+		t.Fatal(err)
+	}
+	publishKeyed(t, b, topic, keys, 0, perKey)
+	testutil.CheckFor(t, 10*time.Second, func() error {
+		if n := k.held("a"); n != len(keys) {
+			return fmt.Errorf("a holds %d keys, want %d", n, len(keys))
+		}
+		return nil
+	})
+	if _, err := b.Subscribe(t.Context(), topic, group, k.handler(t, "b", work), opts); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestOrderedTakeOverAfterCrash: the hub pulling an ordered group dies
 // with keys held (its connection drops, nothing is handed back). The other
 // hub takes over once the pin times out (3.6 s), before the held events'
@@ -212,21 +234,7 @@ func TestOrderedTakeOverAfterCrash(t *testing.T) {
 	opts := facade.SubscribeOptions{OrderBy: facade.OrderByKey, AckTimeoutMs: 5000, MaxInFlight: 32}
 	// a holds every event until it crashes.
 	hold := func(ctx context.Context, _ string, _ int) bool { <-ctx.Done(); return false }
-	if _, err := a.Subscribe(t.Context(), topic, group, k.handler(t, "a", hold), opts); err != nil {
-		t.Fatal(err)
-	}
-	// b joins once a holds the keys: joined together, either may be the
-	// first to pull, and so the one the group pins.
-	publishKeyed(t, b, topic, keys, 0, 2)
-	testutil.CheckFor(t, 10*time.Second, func() error {
-		if n := k.held("a"); n != len(keys) {
-			return fmt.Errorf("a holds %d keys, want %d", n, len(keys))
-		}
-		return nil
-	})
-	if _, err := b.Subscribe(t.Context(), topic, group, k.handler(t, "b", work), opts); err != nil {
-		t.Fatal(err)
-	}
+	pinToA(t, a, b, topic, group, keys, 2, k, hold, opts)
 	k.crash("a")
 	crashed := time.Now()
 	nca.Close()
@@ -267,21 +275,7 @@ func TestOrderedLostPinWhileRunning(t *testing.T) {
 			return false
 		}
 	}
-	if _, err := a.Subscribe(t.Context(), topic, group, k.handler(t, "a", hold), opts); err != nil {
-		t.Fatal(err)
-	}
-	// b joins once a holds the keys: joined together, either may be the
-	// first to pull, and so the one the group pins.
-	publishKeyed(t, b, topic, keys, 0, 3)
-	testutil.CheckFor(t, 10*time.Second, func() error {
-		if n := k.held("a"); n != len(keys) {
-			return fmt.Errorf("a holds %d keys, want %d", n, len(keys))
-		}
-		return nil
-	})
-	if _, err := b.Subscribe(t.Context(), topic, group, k.handler(t, "b", work), opts); err != nil {
-		t.Fatal(err)
-	}
+	pinToA(t, a, b, topic, group, keys, 3, k, hold, opts)
 	ctx := t.Context()
 	g, err := a.Admin().Group(ctx, topic, group)
 	if err != nil {
