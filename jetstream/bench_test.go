@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -225,19 +224,7 @@ func BenchmarkConsumeAck(b *testing.B) {
 		func(n int) {
 			need(n)
 			round++
-			var got atomic.Int64
-			done := make(chan struct{})
-			unsub, err := env.bus.Subscribe(ctx, "bench.consume", fmt.Sprintf("hub%d", round),
-				func(context.Context, facade.Delivery) error {
-					if got.Add(1) == int64(n) {
-						close(done)
-					}
-					return nil
-				}, facade.SubscribeOptions{From: facade.FromEarliest})
-			if err != nil {
-				b.Fatal(err)
-			}
-			<-done
+			unsub := benchcmp.ConsumeN(ctx, b, env.bus, "bench.consume", fmt.Sprintf("hub%d", round), n)
 			_ = unsub.Stop(ctx)
 		})
 }

@@ -3,12 +3,12 @@ package jetstream_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/benchcmp"
 	"github.com/eventhub/eventhub/internal/natstest"
 	"github.com/eventhub/eventhub/jetstream"
 	"github.com/eventhub/eventhub/metrics"
@@ -51,18 +51,7 @@ func BenchmarkMetricsOverhead(b *testing.B) {
 		return func(n int) {
 			publish(bus, topic)(n)
 			round++
-			var got atomic.Int64
-			done := make(chan struct{})
-			unsub, err := bus.Subscribe(ctx, topic, fmt.Sprintf("g%d", round), func(context.Context, facade.Delivery) error {
-				if got.Add(1) == int64(n) {
-					close(done)
-				}
-				return nil
-			}, facade.SubscribeOptions{From: facade.FromEarliest})
-			if err != nil {
-				b.Fatal(err)
-			}
-			<-done
+			unsub := benchcmp.ConsumeN(ctx, b, bus, topic, fmt.Sprintf("g%d", round), n)
 			_ = unsub.Stop(ctx)
 		}
 	}

@@ -5,7 +5,6 @@ package jetstream_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -14,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/benchcmp"
 	"github.com/eventhub/eventhub/internal/natstest"
 	"github.com/eventhub/eventhub/jetstream"
 )
@@ -91,18 +91,7 @@ func BenchmarkTracing(b *testing.B) {
 		consume := func(bus *jetstream.Bus, topic string) func(int) {
 			return func(n int) {
 				round++
-				var got atomic.Int64
-				done := make(chan struct{})
-				sub, err := bus.Subscribe(ctx, topic, fmt.Sprintf("g%d", round), func(context.Context, facade.Delivery) error {
-					if got.Add(1) == int64(n) {
-						close(done)
-					}
-					return nil
-				}, facade.SubscribeOptions{From: facade.FromEarliest})
-				if err != nil {
-					b.Fatal(err)
-				}
-				<-done
+				sub := benchcmp.ConsumeN(ctx, b, bus, topic, fmt.Sprintf("g%d", round), n)
 				_ = sub.Stop(ctx)
 			}
 		}
