@@ -2,7 +2,6 @@ package jetstream_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventhub/eventhub/facade"
+	"github.com/eventhub/eventhub/internal/benchcmp"
 	"github.com/eventhub/eventhub/internal/natstest"
 	"github.com/eventhub/eventhub/jetstream"
 )
@@ -198,7 +198,7 @@ func BenchmarkCompactedPublish(b *testing.B) {
 								jetstream.HeaderTS: []string{strconv.FormatInt(time.Now().UnixMilli(), 10)},
 							}
 						}
-						rawPublishAsync(b, env.js, m)
+						benchcmp.RawPublishAsync(b, env.js, m)
 					}
 					<-env.js.PublishAsyncComplete()
 				},
@@ -210,20 +210,6 @@ func BenchmarkCompactedPublish(b *testing.B) {
 					<-env.bus.JetStream().PublishAsyncComplete()
 				})
 		})
-	}
-}
-
-// rawPublishAsync is publishAsync for raw nats.go.
-func rawPublishAsync(b *testing.B, js njs.JetStream, m *nats.Msg) {
-	for attempt := 0; ; attempt++ {
-		_, err := js.PublishMsgAsync(m)
-		if err == nil {
-			return
-		}
-		if !errors.Is(err, njs.ErrTooManyStalledMsgs) || attempt == 20 {
-			b.Fatal(err)
-		}
-		<-js.PublishAsyncComplete()
 	}
 }
 
@@ -268,7 +254,7 @@ func BenchmarkCompactedSize(b *testing.B) {
 		env := newCompactedEnv(b)
 		t0 := time.Now()
 		for i := range updates {
-			rawPublishAsync(b, env.js, &nats.Msg{Subject: "rawkv._k." + benchKey(i%keys), Data: data})
+			benchcmp.RawPublishAsync(b, env.js, &nats.Msg{Subject: "rawkv._k." + benchKey(i%keys), Data: data})
 		}
 		<-env.js.PublishAsyncComplete()
 		rawD := time.Since(t0)

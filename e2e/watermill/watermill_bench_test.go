@@ -127,8 +127,8 @@ func benchConsumeAck(b *testing.B, size int) {
 	filled := 0
 	need := func(n int) {
 		for ; filled < n; filled++ {
-			rawPublishAsync(b, env.js, &nats.Msg{Subject: "raw.consume", Data: data})
-			rawPublishAsync(b, env.js, &nats.Msg{Subject: "wm.consume", Data: data,
+			benchcmp.RawPublishAsync(b, env.js, &nats.Msg{Subject: "raw.consume", Data: data})
+			benchcmp.RawPublishAsync(b, env.js, &nats.Msg{Subject: "wm.consume", Data: data,
 				Header: nats.Header{wmnats.WatermillUUIDHdr: {watermill.NewUUID()}}})
 			if _, err := env.bus.PublishAsync(ctx, "bench.consume", data, facade.PublishOptions{}); err != nil {
 				b.Fatal(err)
