@@ -30,14 +30,20 @@ func deliverEvents(exp *tracetest.InMemoryExporter, topic string) []string {
 	return out
 }
 
+// tracedBus is a bus whose spans go to the exporter it returns.
+func tracedBus(t *testing.T) (*jetstream.Bus, *tracetest.InMemoryExporter) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	b, _ := newBus(t, jetstream.Config{TracerProvider: tp})
+	return b, exp
+}
+
 // TestDeliverSpanSettlements: a deliver span ends once, with the event of
 // how its delivery ended: released, expired, acked, handed back when the
 // subscription stops; a failed publish's span records the error.
 func TestDeliverSpanSettlements(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	defer tp.Shutdown(context.Background())
-	b, _ := newBus(t, jetstream.Config{TracerProvider: tp})
+	b, exp := tracedBus(t)
 	const topic = "trace.settle"
 	pub(t, b, topic, `"a"`, "")
 	got := make(chan facade.Delivery, 10)
@@ -103,10 +109,7 @@ func TestDeliverSpanSettlements(t *testing.T) {
 // The deliver span of an event whose handler returned nil ends with the
 // ack the bus sends for it.
 func TestDeliverSpanEndsOnAutoAck(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	defer tp.Shutdown(context.Background())
-	b, _ := newBus(t, jetstream.Config{TracerProvider: tp})
+	b, exp := tracedBus(t)
 	const topic = "trace.autoack"
 	pub(t, b, topic, `"a"`, "")
 	sub, err := b.Subscribe(t.Context(), topic, "g", func(context.Context, facade.Delivery) error { return nil },
