@@ -192,6 +192,19 @@ func waitSent(t testing.TB, s *outbox.Store, timeout time.Duration, want int) {
 	})
 }
 
+// waitStats waits until d's counters satisfy ok. A drainer counts a batch
+// just after the store commits it, so its counters can trail the rows that
+// waitSent watches by a moment.
+func waitStats(t testing.TB, d *outbox.Drainer, ok func(outbox.Stats) bool) {
+	t.Helper()
+	testutil.CheckFor(t, 10*time.Second, func() error {
+		if st := d.Stats(); !ok(st) {
+			return fmt.Errorf("stats %+v", st)
+		}
+		return nil
+	})
+}
+
 // streamMsg is one message of a topic's stream.
 type streamMsg struct {
 	id      string
