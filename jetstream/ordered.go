@@ -304,8 +304,7 @@ func (o *keyOrder) lostPin() {
 // handBack returns an event that never reached a handler, uncounted.
 func (o *keyOrder) handBack(d *delivery) {
 	d.endSpan("handed_back")
-	o.s.b.released.add(d.key)
-	_ = d.msg.Nak()
+	o.s.handBack(d.msg, d.key)
 }
 
 // takeOver runs when msg is the first event since this member was pinned

@@ -54,6 +54,13 @@ type subscription struct {
 	queuedMu sync.Mutex
 	queued   bufferClock
 
+	// backs are the events handed back while the member stops and its
+	// pull request may still stand (see handBack); backsDone once it is
+	// withdrawn.
+	backsMu   sync.Mutex
+	backs     []jetstream.Msg
+	backsDone bool
+
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -242,6 +249,7 @@ func (b *Bus) subscribeOne(ctx context.Context, topic, group string, handler fac
 		if s.order != nil {
 			s.order.wg.Wait()
 		}
+		s.flushHandBacks()
 		return nil, err
 	}
 	go func() {
@@ -279,6 +287,7 @@ func (s *subscription) consume(cons jetstream.Consumer) (jetstream.ConsumeContex
 // deleted, the connection closed) it provisions the group again and resumes.
 func (s *subscription) run(cc jetstream.ConsumeContext) {
 	defer close(s.done)
+	defer s.flushHandBacks() // the pull request is withdrawn now
 	backoff := 100 * time.Millisecond
 	for {
 		if cc != nil {
@@ -333,9 +342,8 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 	}
 	key := keyOf(&meta)
 	if s.pullCtx.Err() != nil {
-		// Stopping: hand buffered events back at once, uncounted.
-		s.b.released.add(key)
-		_ = msg.Nak()
+		// Stopping: hand buffered events back, uncounted.
+		s.handBack(msg, key)
 		return
 	}
 	if s.order != nil {
@@ -380,8 +388,7 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 	}
 	if !s.admit(d) {
 		d.endSpan("handed_back")
-		s.b.released.add(key) // stopping before it reached the handler
-		_ = msg.Nak()
+		s.handBack(msg, key) // stopping before it reached the handler
 		return
 	}
 	now := time.Now()
@@ -412,8 +419,7 @@ func (s *subscription) onMsg(msg jetstream.Msg) {
 		s.mu.Unlock()
 		if d.finish(handedOff) == nil {
 			d.endSpan("handed_back")
-			s.b.released.add(key)
-			_ = msg.Nak()
+			s.handBack(msg, key)
 		}
 		return
 	}
@@ -637,6 +643,38 @@ func (s *subscription) stop(ctx context.Context, cause error) error {
 		s.h.stopped(cause)
 	})
 	return s.stopErr
+}
+
+// handBack returns an event that never reached a handler to the group,
+// uncounted. While the member stops, its last pull request may still
+// stand, and the group would deliver the event straight back to it, round
+// after round until the request is withdrawn; every round counts as a
+// delivery at the store, which another member then takes for a failed
+// attempt. So until then the event waits here (see flushHandBacks).
+func (s *subscription) handBack(msg jetstream.Msg, key releaseKey) {
+	s.b.released.add(key)
+	if s.pullCtx.Err() != nil {
+		s.backsMu.Lock()
+		if !s.backsDone {
+			s.backs = append(s.backs, msg)
+			s.backsMu.Unlock()
+			return
+		}
+		s.backsMu.Unlock()
+	}
+	_ = msg.Nak()
+}
+
+// flushHandBacks hands back what waited for the pull request to be
+// withdrawn; later hand-backs go at once.
+func (s *subscription) flushHandBacks() {
+	s.backsMu.Lock()
+	backs := s.backs
+	s.backs, s.backsDone = nil, true
+	s.backsMu.Unlock()
+	for _, m := range backs {
+		_ = m.Nak()
+	}
 }
 
 func (s *subscription) unregister() {
