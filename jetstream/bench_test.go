@@ -194,6 +194,10 @@ func BenchmarkPublishSyncLatency(b *testing.B) {
 	b.ReportMetric(us(hp99-rp99), "p99-diff-µs")
 }
 
+// BenchmarkConsumeAck reads 128 B events with acks, raw nats.go and the
+// hub pulling 100 at a time alike, so that the ratio is the hub's own cost
+// per event; each pass ends when the server has registered every ack.
+// BenchmarkConsumeAck128B in e2e/watermill runs raw with its defaults.
 func BenchmarkConsumeAck(b *testing.B) {
 	env := newBenchEnv(b)
 	data := payloadOf(128)
@@ -224,9 +228,27 @@ func BenchmarkConsumeAck(b *testing.B) {
 		func(n int) {
 			need(n)
 			round++
-			unsub := benchcmp.ConsumeN(ctx, b, env.bus, "bench.consume", fmt.Sprintf("hub%d", round), n)
-			_ = unsub.Stop(ctx)
+			group := fmt.Sprintf("hub%d", round)
+			sub := benchcmp.ConsumeN(ctx, b, env.bus, "bench.consume", group, n)
+			waitHubAckFloor(ctx, b, env.bus, "bench.consume", group, n)
+			_ = sub.Stop(ctx)
 		})
+}
+
+// waitHubAckFloor returns once the server has registered the acks of the
+// first n events of topic (a topic of its own stream) on group's
+// consumer, as rawConsume's passes end.
+func waitHubAckFloor(ctx context.Context, b *testing.B, bus *jetstream.Bus, topic, group string, n int) {
+	b.Helper()
+	ti, err := bus.LookupTopic(ctx, topic)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cons, err := ti.Stream.Consumer(ctx, ti.ConsumerName(group))
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchcmp.WaitAckFloor(ctx, b, cons, uint64(n))
 }
 
 func percentiles(d []time.Duration) (p50, p99 time.Duration) {
@@ -241,8 +263,9 @@ func percentiles(d []time.Duration) (p50, p99 time.Duration) {
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 
 // rawConsume reads n events of subject from stream RAW with a new durable
-// consumer named durable, acknowledging each, as nats.go's own users do:
-// the raw side of the consume benchmarks.
+// consumer named durable, acknowledging each, as nats.go's own users do,
+// and returns once the server has registered every ack: the raw side of
+// the consume benchmarks. subject must be the only one the stream holds.
 func rawConsume(b *testing.B, js njs.JetStream, durable, subject string, n int) {
 	cons, err := js.CreateConsumer(context.Background(), "RAW", njs.ConsumerConfig{
 		Durable: durable, AckPolicy: njs.AckExplicitPolicy,
@@ -252,5 +275,6 @@ func rawConsume(b *testing.B, js njs.JetStream, durable, subject string, n int) 
 		b.Fatal(err)
 	}
 	cc := benchcmp.RawConsumeN(b, cons, n, njs.PullMaxMessages(100))
+	benchcmp.WaitAckFloor(context.Background(), b, cons, uint64(n))
 	cc.Stop()
 }

@@ -63,6 +63,7 @@ func BenchmarkConsumeOrdered(b *testing.B) {
 				b.Fatal(err)
 			}
 			<-done
+			waitHubAckFloor(ctx, b, env.bus, topic, fmt.Sprintf("ord%d", round), n)
 			_ = sub.Stop(ctx)
 		}
 	}

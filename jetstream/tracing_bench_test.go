@@ -91,7 +91,9 @@ func BenchmarkTracing(b *testing.B) {
 		consume := func(bus *jetstream.Bus, topic string) func(int) {
 			return func(n int) {
 				round++
-				sub := benchcmp.ConsumeN(ctx, b, bus, topic, fmt.Sprintf("g%d", round), n)
+				group := fmt.Sprintf("g%d", round)
+				sub := benchcmp.ConsumeN(ctx, b, bus, topic, group, n)
+				waitHubAckFloor(ctx, b, bus, topic, group, n)
 				_ = sub.Stop(ctx)
 			}
 		}
