@@ -362,6 +362,11 @@ func (b *Bus) Shutdown(ctx context.Context) error {
 	stopCopies()
 	b.cancelCopying()
 	b.expiry.close()
+	for _, s := range all {
+		// A member that did not stop in time: what it holds for its pull
+		// request to go is handed back now, before the connection closes.
+		s.flushHandBacks()
+	}
 	if b.ownConn {
 		// Flush acks and naks before closing.
 		_ = b.nc.FlushTimeout(2 * time.Second)

@@ -633,7 +633,7 @@ func (s *subscription) stop(ctx context.Context, cause error) error {
 		for _, d := range pending {
 			if d.finish(handedOff) == nil {
 				d.endSpan("handed_back")
-				_ = d.msg.Nak()
+				s.nakWithdrawn(d.msg) // s.done may not be closed: ctx ran out
 			}
 		}
 		if s.order != nil {
@@ -653,6 +653,12 @@ func (s *subscription) stop(ctx context.Context, cause error) error {
 // attempt. So until then the event waits here (see flushHandBacks).
 func (s *subscription) handBack(msg jetstream.Msg, key releaseKey) {
 	s.b.released.add(key)
+	s.nakWithdrawn(msg)
+}
+
+// nakWithdrawn NAKs msg, once the pull request is withdrawn if the member
+// stops.
+func (s *subscription) nakWithdrawn(msg jetstream.Msg) {
 	if s.pullCtx.Err() != nil {
 		s.backsMu.Lock()
 		if !s.backsDone {
