@@ -455,18 +455,22 @@ func BenchmarkLatency(b *testing.B) {
 		}
 		return time.Since(time.Unix(0, v.T))
 	}
+	// recording records each event's latency.
+	recording := func(record func(time.Duration)) facade.Handler {
+		return func(_ context.Context, dl facade.Delivery) error {
+			if d := since(dl.Event().Payload); d >= 0 {
+				record(d)
+			}
+			return nil
+		}
+	}
 	onHub := func(url, group string) subscribeFunc {
 		return func(topic string, record func(time.Duration)) func() {
 			c, err := Dial(context.Background(), url, Config{NoBatch: benchNoBatch()})
 			if err != nil {
 				b.Fatal(err)
 			}
-			unsub, err := c.Subscribe(context.Background(), topic, group, func(_ context.Context, dl facade.Delivery) error {
-				if d := since(dl.Event().Payload); d >= 0 {
-					record(d)
-				}
-				return nil
-			}, facade.SubscribeOptions{})
+			unsub, err := c.Subscribe(context.Background(), topic, group, recording(record), facade.SubscribeOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -476,12 +480,7 @@ func BenchmarkLatency(b *testing.B) {
 	url1000, _ := serveGateway(b, env.bus, gateway.Config{MaxInflightPerSub: 1000}, nil)
 	onBus := func(bus *jetstream.Bus, group string) subscribeFunc {
 		return func(topic string, record func(time.Duration)) func() {
-			unsub, err := bus.Subscribe(context.Background(), topic, group, func(_ context.Context, dl facade.Delivery) error {
-				if d := since(dl.Event().Payload); d >= 0 {
-					record(d)
-				}
-				return nil
-			}, facade.SubscribeOptions{})
+			unsub, err := bus.Subscribe(context.Background(), topic, group, recording(record), facade.SubscribeOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}
