@@ -81,7 +81,7 @@ func (a *Admin) DeclareTopic(ctx context.Context, tc TopicConfig) (name string, 
 	if err != nil {
 		return "", false, err
 	}
-	if ti.shared || ti.name != streamNameFor(topic) {
+	if !ti.own() {
 		return ti.name, false, fmt.Errorf("%w: topic %s is held by stream %s; change it with: nats stream edit %s", ErrNotOwnStream, topic, ti.name, ti.name)
 	}
 	info, err := ti.stream.Info(ctx)
@@ -91,7 +91,7 @@ func (a *Admin) DeclareTopic(ctx context.Context, tc TopicConfig) (name string, 
 	sc := info.Config
 	sc.MaxAge, sc.MaxBytes, sc.MaxMsgsPerSubject, sc.Duplicates = want.MaxAge, want.MaxBytes, want.MaxMsgsPerSubject, want.Duplicates
 	if want.SubjectDeleteMarkerTTL > 0 {
-		sc.SubjectDeleteMarkerTTL, sc.AllowRollup, sc.DenyPurge = want.SubjectDeleteMarkerTTL, true, false
+		sc.SubjectDeleteMarkerTTL, sc.AllowMsgTTL, sc.AllowRollup, sc.DenyPurge = want.SubjectDeleteMarkerTTL, true, true, false
 	}
 	if _, err := b.js.UpdateStream(ctx, sc); err != nil {
 		return "", false, fmt.Errorf("update stream %s of %s: %w", ti.name, topic, translate(err))
@@ -116,7 +116,7 @@ func (a *Admin) DeleteTopic(ctx context.Context, topic string) error {
 	if err != nil {
 		return err
 	}
-	if ti.shared || ti.name != streamNameFor(topic) {
+	if !ti.own() {
 		return fmt.Errorf("%w: topic %s is held by stream %s, which may hold other topics; purge the topic instead, or delete the stream with: nats stream rm %s",
 			ErrNotOwnStream, topic, ti.name, ti.name)
 	}

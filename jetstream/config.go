@@ -288,10 +288,9 @@ func (c Config) streamConfig(topic string, tc TopicConfig) jetstream.StreamConfi
 		Discard:     jetstream.DiscardOld,
 		AllowDirect: true,
 		// Per-message TTLs (PublishOptions.TTLSeconds) are turned on by
-		// the first publish that asks for one (see Bus.allowTTL): a
-		// stream that allows them costs the server on every publish.
-		// Delete markers need them.
-		AllowMsgTTL: tc.DeleteMarkerTTL > 0,
+		// the first publish that asks for one (see Bus.allowTTL), or by
+		// delete markers (below): a stream that allows them costs the
+		// server on every publish.
 		Description: "eventhub topic " + topic,
 	}
 	if tc.Stream != "" {
@@ -332,8 +331,9 @@ func (c Config) streamConfig(topic string, tc TopicConfig) jetstream.StreamConfi
 		sc.Duplicates = sc.MaxAge
 	}
 	if tc.DeleteMarkerTTL > 0 {
-		// The marker rolls the key's subject up (JetStream requires it).
-		sc.SubjectDeleteMarkerTTL, sc.AllowRollup = tc.DeleteMarkerTTL, true
+		// The marker is a message with a TTL that rolls the key's subject
+		// up (JetStream requires both).
+		sc.SubjectDeleteMarkerTTL, sc.AllowMsgTTL, sc.AllowRollup = tc.DeleteMarkerTTL, true, true
 	}
 	return sc
 }

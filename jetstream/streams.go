@@ -36,6 +36,10 @@ type topicInfo struct {
 	match func(topic string) bool
 }
 
+// own reports whether ti's stream is the hub's own stream of the topic,
+// made for it alone.
+func (ti *topicInfo) own() bool { return !ti.shared && ti.name == streamNameFor(ti.topic) }
+
 // topic returns the stream information for topic, creating the stream on
 // first use. An existing stream that captures the topic's subject (made by an
 // operator, or a configured family stream) is used as it is.
@@ -274,8 +278,7 @@ func ttlAllowed(ti *topicInfo) bool {
 // outside the hub is left as it is: JetStream refuses the publish
 // (ErrInvalidOption).
 func (b *Bus) allowTTL(ctx context.Context, ti *topicInfo) (*topicInfo, error) {
-	own := !ti.shared && ti.name == streamNameFor(ti.topic)
-	if tc := b.cfg.topicConfig(ti.topic); !own && (tc.Stream == "" || tc.Stream != ti.name) {
+	if !ti.own() && b.cfg.topicConfig(ti.topic).Stream != ti.name {
 		return ti, nil
 	}
 	info, err := ti.stream.Info(ctx)
@@ -297,7 +300,7 @@ func (b *Bus) allowTTL(ctx context.Context, ti *topicInfo) (*topicInfo, error) {
 // compact makes the stream of a topic declared compacted keep one event per
 // subject, if it is the hub's own stream of that topic.
 func (b *Bus) compact(ctx context.Context, ti *topicInfo) error {
-	if ti.shared || ti.name != streamNameFor(ti.topic) {
+	if !ti.own() {
 		return fmt.Errorf("%w: topic %s is configured with compaction, but stream %s keeps every event and is not the hub's own; "+
 			"to compact it run: nats stream edit %s --max-msgs-per-subject 1", facade.ErrNotCompacted, ti.topic, ti.name, ti.name)
 	}
