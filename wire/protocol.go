@@ -381,10 +381,8 @@ func opField(data []byte, i int) (string, int, bool) {
 	if !ok {
 		return "", 0, false
 	}
-	for _, o := range ops {
-		if o.Op == string(data[a:b]) {
-			return o.Op, b + 1, true
-		}
+	if o, ok := LookupOp(string(data[a:b])); ok {
+		return o.Op, b + 1, true
 	}
 	return string(data[a:b]), b + 1, true
 }
