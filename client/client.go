@@ -547,14 +547,8 @@ func (cn *conn) frame(data []byte, in *inFrame) {
 	}
 	f := new(wire.Frame)
 	*f = *scratch
-	if f.Event != nil {
-		f.Event = new(facade.EventRecord)
-		*f.Event = in.ev
-	}
-	if f.Ctx != nil {
-		f.Ctx = new(wire.EventContext)
-		*f.Ctx = in.ctx
-	}
+	// Only EVENT frames carry an event; none points into the scratch.
+	f.Event, f.Ctx = nil, nil
 	switch f.Op {
 	case wire.OpOK, wire.OpErr:
 		if f.Corr == "" {

@@ -35,7 +35,7 @@ type subscription struct {
 	idle     chan struct{}
 	stopOnce sync.Once
 	// gone: UNSUBSCRIBE sent or the subscription ended, its leases
-	// handed back (set under mu, read without).
+	// handed back.
 	gone    atomic.Bool
 	stopErr error
 
@@ -146,9 +146,7 @@ func (s *subscription) end(cause error) {
 // the gateway.
 func (s *subscription) endedBy(cause error) {
 	s.stopDispatch()
-	s.mu.Lock()
 	s.gone.Store(true)
-	s.mu.Unlock()
 	go func() {
 		s.wg.Wait()
 		s.end(cause)
@@ -184,9 +182,7 @@ func (s *subscription) Stop(ctx context.Context) error {
 			s.stopErr = ctx.Err()
 			return
 		}
-		s.mu.Lock()
 		s.gone.Store(true)
-		s.mu.Unlock()
 		_, err := c.call(ctx, &wire.Frame{Op: wire.OpUnsubscribe, Topic: s.key.topic, Group: s.key.group})
 		switch {
 		case err == nil:
